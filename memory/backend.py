@@ -1,0 +1,96 @@
+"""The ``MemoryBackend`` protocol: a handful of primitives every store implements.
+
+Everything else (embedding, scoring, policy) lives above the backend and works with any of
+them. Score contract: backends return raw relevance where **higher is better** —
+``vector_score`` is cosine similarity, ``keyword_score`` is BM25 (>= 0). The conformance
+suite checks it.
+
+Async twins follow one rule: ``a<name>`` runs the sync primitive in a worker thread
+(:class:`AsyncMixin`). A backend with a native async client may override them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memory.namespace import Namespace
+from memory.records import MemoryQuery, MemoryRecord, ScoredMemory
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """Storage for memory records with their vectors.
+
+    A backend is bound to one embedding model (``embedding_model``, ``dim``); opening an
+    existing store with another model raises :class:`memory.errors.SchemaMismatch`.
+    """
+
+    embedding_model: str
+    dim: int
+    supports_keyword: bool
+
+    def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        """Insert or replace records by id (idempotent). ``vectors`` is (len(records), dim)."""
+
+    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        """Records with these ids, in the given order; unknown ids are left out."""
+
+    def query(self, q: MemoryQuery) -> list[ScoredMemory]:
+        """Candidates within ``q.namespaces`` by vector and/or keywords, filtered, unexpired."""
+
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        namespace: Namespace | None = None,
+        filter: dict[str, Any] | None = None,
+    ) -> int:
+        """Delete by ids, or everything under a namespace prefix matching a filter. Returns the count."""
+
+    def scroll(
+        self,
+        namespace: Namespace | None = None,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[MemoryRecord]:
+        """Records under a namespace prefix, newest first (``updated_at``), paginated."""
+
+    def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None) -> int:
+        """Number of records under a namespace prefix (all namespaces when None)."""
+
+    def namespaces(self) -> list[tuple[Namespace, int]]:
+        """Every namespace holding records, with its record count."""
+
+    def close(self) -> None:
+        """Release files and connections. Idempotent."""
+
+
+class AsyncMixin:
+    """Async twins of the primitives: each runs its sync twin in a worker thread."""
+
+    async def aupsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        await asyncio.to_thread(self.upsert, records, vectors)  # type: ignore[attr-defined]
+
+    async def aget(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        return await asyncio.to_thread(self.get, ids)  # type: ignore[attr-defined]
+
+    async def aquery(self, q: MemoryQuery) -> list[ScoredMemory]:
+        return await asyncio.to_thread(self.query, q)  # type: ignore[attr-defined]
+
+    async def adelete(self, ids: Sequence[str] | None = None, **kwargs: Any) -> int:
+        return await asyncio.to_thread(self.delete, ids, **kwargs)  # type: ignore[attr-defined]
+
+    async def ascroll(self, namespace: Namespace | None = None, **kwargs: Any) -> list[MemoryRecord]:
+        return await asyncio.to_thread(self.scroll, namespace, **kwargs)  # type: ignore[attr-defined]
+
+    async def acount(self, namespace: Namespace | None = None, **kwargs: Any) -> int:
+        return await asyncio.to_thread(self.count, namespace, **kwargs)  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)  # type: ignore[attr-defined]

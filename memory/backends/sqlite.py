@@ -1,0 +1,514 @@
+"""The embedded default backend: one SQLite file is the source of truth.
+
+* Rows, vectors (float32 blobs) and an FTS5 keyword index live in one file (WAL mode), or in
+  RAM with ``":memory:"``. Schema changes are numbered, append-only migrations.
+* Vectors are served from an in-memory exact index (:mod:`memory.backends.vector_index`).
+* Several processes may share a file. Every write transaction bumps a sequence number stored
+  in the file and stamps the rows it touched (deletions go to a log); before each operation a
+  backend compares the file's sequence with the one its index has applied and loads only the
+  difference. A write by one process is therefore visible to the next search of another.
+* Keywords: FTS5 cannot segment Chinese, so :mod:`memory.text` tokenizes and the FTS column
+  stores space-separated terms. Namespace prefixes are indexed as hashed terms in a second
+  column, so a keyword search is confined to its namespaces inside FTS5 itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from memory.backend import AsyncMixin
+from memory.backends.vector_index import VectorIndex
+from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
+from memory.filters import matches, validate_filter
+from memory.namespace import Namespace, ancestors, ns_key
+from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, ScoredMemory, as_utc, utcnow
+from memory.text import fts_document, fts_query
+
+T = TypeVar("T")
+
+MIGRATIONS: list[str] = [
+    # 1: records, vectors, change log, keyword index
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('seq', '0');
+    CREATE TABLE memories (
+        rid INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: the change log refers to it
+        id TEXT NOT NULL UNIQUE,
+        ns TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        vector BLOB NOT NULL,
+        seq INTEGER NOT NULL
+    );
+    CREATE INDEX memories_ns ON memories (ns);
+    CREATE INDEX memories_seq ON memories (seq);
+    CREATE INDEX memories_updated ON memories (updated_at);
+    CREATE TABLE deletions (seq INTEGER NOT NULL, rid INTEGER NOT NULL);
+    CREATE INDEX deletions_seq ON deletions (seq);
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (nsk, terms, tokenize = 'unicode61');
+    """,
+]
+
+
+def _ns_term(ns: Namespace) -> str:
+    return "n" + hashlib.blake2b(ns_key(ns).encode(), digest_size=10).hexdigest()
+
+
+def _ns_terms(ns: Namespace) -> str:
+    return " ".join(_ns_term(a) for a in ancestors(ns))
+
+
+def _ns_clause(prefix: Namespace | None) -> tuple[str, list[Any]]:
+    if prefix is None:
+        return "1", []
+    key = ns_key(prefix)
+    # '/' is 0x2F and '0' is 0x30: the range holds exactly the keys starting with key + '/'.
+    return "(ns = ? OR (ns >= ? AND ns < ?))", [key, key + "/", key + "0"]
+
+
+def _ts(dt: Any) -> float | None:
+    return None if dt is None else as_utc(dt).timestamp()
+
+
+class SqliteBackend(AsyncMixin):
+    """InMemory+SQLite backend.
+
+    Example:
+        >>> import numpy as np
+        >>> from memory.backends.sqlite import SqliteBackend
+        >>> from memory.records import MemoryRecord
+        >>> b = SqliteBackend(":memory:", embedding_model="demo", dim=2)
+        >>> b.upsert([MemoryRecord(id="m1", namespace="user_profile/u1", content="likes tea")],
+        ...          np.array([[1.0, 0.0]], dtype=np.float32))
+        >>> b.get(["m1"])[0].content
+        'likes tea'
+        >>> b.close()
+    """
+
+    supports_keyword = True
+
+    def __init__(self, path: str | Path, *, embedding_model: str, dim: int, timeout_s: float = 10.0):
+        if dim <= 0:
+            raise InvalidInput(f"vector dimension must be positive, got {dim}")
+        self.path = str(path)
+        self.embedding_model = embedding_model
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._closed = False
+        self._index = VectorIndex(dim)
+        self._applied_seq = 0
+        if self.path != ":memory:":
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"cannot open SQLite file {self.path!r}: {exc}") from exc
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+            self._check_model()
+            self._sync()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            msg = str(exc)
+            if "locked" in msg or "busy" in msg or "unable to open" in msg or "disk I/O" in msg:
+                raise BackendUnavailable(f"SQLite store {self.path!r} is unavailable: {msg}") from exc
+            raise MemoryBackendError(f"SQLite error on {self.path!r}: {msg}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise MemoryBackendError(f"SQLite error on {self.path!r}: {exc}") from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryBackendError("this backend is closed; open a new one")
+
+    def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
+        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
+        with self._lock, self._translate():
+            self._check_open()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._sync()  # catch up with other writers before applying ours
+                self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq'")
+                seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+                result = fn(self._conn, seq)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                # Our index may hold changes that were rolled back: rebuild it from the file.
+                self._index = VectorIndex(self.dim)
+                self._applied_seq = 0
+                self._sync()
+                raise
+            self._applied_seq = seq
+            return result
+
+    def _migrate(self) -> None:
+        with self._translate():
+            self._conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
+            for version, sql in enumerate(MIGRATIONS, start=1):
+                if version in done:
+                    continue
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # Another process may have migrated between our read and our lock.
+                    if self._conn.execute(
+                        "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                    ).fetchone():
+                        self._conn.execute("COMMIT")
+                        continue
+                    for stmt in sql.split(";"):
+                        if stmt.strip():
+                            self._conn.execute(stmt)
+                    self._conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+
+    def _check_model(self) -> None:
+        with self._translate():
+            rows = dict(self._conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+            ).fetchall())
+            if not rows:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('embedding_model', ?), ('embedding_dim', ?)",
+                    (self.embedding_model, str(self.dim)),
+                )
+                self._conn.execute("COMMIT")
+                rows = dict(self._conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+                ).fetchall())
+        if rows.get("embedding_model") != self.embedding_model or int(rows.get("embedding_dim", -1)) != self.dim:
+            raise SchemaMismatch(
+                f"the store {self.path!r} was built with embedding model {rows.get('embedding_model')!r} "
+                f"(dim {rows.get('embedding_dim')}), but it was opened with {self.embedding_model!r} "
+                f"(dim {self.dim}). Open it with the same model (MEMORY_EMBEDDING__MODEL), or use "
+                "another MEMORY_PATH for the new model."
+            )
+
+    def _sync(self) -> None:
+        """Bring the in-memory vector index up to the file's sequence number."""
+        db_seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+        if db_seq == self._applied_seq:
+            return
+        if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
+            self._index = VectorIndex(self.dim)
+            self._applied_seq = 0
+        for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
+            self._index.remove(rid)
+        for rid, ns, blob in self._conn.execute(
+            "SELECT rid, ns, vector FROM memories WHERE seq > ?", (self._applied_seq,)
+        ):
+            self._index.add(rid, tuple(ns.split("/")), np.frombuffer(blob, dtype="<f4"))
+        self._applied_seq = db_seq
+
+    @staticmethod
+    def _row_to_record(row: Sequence[Any]) -> MemoryRecord:
+        rid_, id_, ns, content, meta, created, updated, expires = row
+        return MemoryRecord.model_construct(
+            id=id_,
+            namespace=tuple(ns.split("/")),
+            content=content,
+            metadata=MemoryMetadata.model_validate_json(meta),
+            created_at=as_utc(created),
+            updated_at=as_utc(updated),
+            expires_at=None if expires is None else as_utc(expires),
+        )
+
+    _COLS = "rid, id, ns, content, metadata, created_at, updated_at, expires_at"
+
+    # ------------------------------------------------------------------ primitives
+    def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        records = list(records)
+        vecs = np.asarray(vectors, dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(records), self.dim):
+            raise SchemaMismatch(
+                f"expected vectors of shape ({len(records)}, {self.dim}) for model "
+                f"{self.embedding_model!r}, got {tuple(vecs.shape)}; nothing was written"
+            )
+        if not np.isfinite(vecs).all():
+            raise InvalidInput("vectors contain NaN or infinity; nothing was written")
+        if len({r.id for r in records}) != len(records):
+            raise InvalidInput("the same id appears twice in one upsert; nothing was written")
+        for r in records:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
+        if not records:
+            return
+
+        def do(conn: sqlite3.Connection, seq: int) -> None:
+            for r, v in zip(records, vecs, strict=True):
+                rid = conn.execute(
+                    """INSERT INTO memories (id, ns, content, metadata, type, created_at, updated_at,
+                                             expires_at, vector, seq)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (id) DO UPDATE SET ns = excluded.ns, content = excluded.content,
+                         metadata = excluded.metadata, type = excluded.type,
+                         created_at = excluded.created_at, updated_at = excluded.updated_at,
+                         expires_at = excluded.expires_at, vector = excluded.vector, seq = excluded.seq
+                       RETURNING rid""",
+                    (
+                        r.id, ns_key(r.namespace), r.content, r.metadata.model_dump_json(),
+                        r.metadata.type, _ts(r.created_at), _ts(r.updated_at), _ts(r.expires_at),
+                        v.astype("<f4").tobytes(), seq,
+                    ),
+                ).fetchone()[0]
+                conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
+                conn.execute(
+                    "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
+                    (rid, _ns_terms(r.namespace), fts_document(r.content)),
+                )
+                self._index.add(rid, r.namespace, v)
+
+        self._write(do)
+
+    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        ids = list(ids)
+        if not ids:
+            return []
+        now = utcnow().timestamp()
+        with self._lock, self._translate():
+            self._check_open()
+            found: dict[str, MemoryRecord] = {}
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                for row in self._conn.execute(
+                    f"SELECT {self._COLS} FROM memories WHERE id IN ({','.join('?' * len(chunk))})"
+                    " AND (expires_at IS NULL OR expires_at > ?)",
+                    (*chunk, now),
+                ):
+                    rec = self._row_to_record(row)
+                    found[rec.id] = rec
+        return [found[i] for i in ids if i in found]
+
+    def _fetch_rids(self, rids: Sequence[int], now: float) -> dict[int, MemoryRecord]:
+        out: dict[int, MemoryRecord] = {}
+        rids = list(rids)
+        for i in range(0, len(rids), 500):
+            chunk = rids[i : i + 500]
+            for row in self._conn.execute(
+                f"SELECT {self._COLS} FROM memories WHERE rid IN ({','.join('?' * len(chunk))})"
+                " AND (expires_at IS NULL OR expires_at > ?)",
+                (*chunk, now),
+            ):
+                out[row[0]] = self._row_to_record(row)
+        return out
+
+    # Keyword matches read per query. OR-queries make FTS5 score every matching row anyway,
+    # so reading up to this many costs little more than reading the top k, and gives BM25
+    # scores for vector candidates too (a second FTS5 query with `rowid IN` is ~10x slower).
+    KEYWORD_DEPTH = 1000
+
+    def _keyword(self, namespaces: Sequence[Namespace], match: str, k: int) -> list[tuple[int, float]]:
+        ns_expr = " OR ".join(_ns_term(ns) for ns in namespaces)
+        rows = self._conn.execute(
+            "SELECT rowid, bm25(memories_fts, 0.0, 1.0) AS s FROM memories_fts"
+            " WHERE memories_fts MATCH ? ORDER BY s LIMIT ?",
+            (f"nsk : ({ns_expr}) AND terms : ({match})", k),
+        )
+        return [(int(r), -float(s)) for r, s in rows]
+
+    def query(self, q: MemoryQuery) -> list[ScoredMemory]:
+        flt = validate_filter(q.filter)
+        if not q.namespaces:
+            raise InvalidInput("query needs at least one namespace")
+        if q.limit <= 0:
+            return []
+        qvec: np.ndarray | None = None
+        if q.vector is not None:
+            qvec = np.asarray(q.vector, dtype=np.float32).reshape(-1)
+            if qvec.shape[0] != self.dim:
+                raise SchemaMismatch(
+                    f"query vector has dimension {qvec.shape[0]}, the store holds {self.dim}-d "
+                    f"vectors of {self.embedding_model!r}"
+                )
+        match = fts_query(q.text) if q.text else None
+        now = q.now.timestamp()
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            blocks = self._index.matching(q.namespaces)
+            total = self._index.size(blocks)
+            fetch = q.limit
+            while True:
+                vec_hits: list[tuple[int, float]] = []
+                if qvec is not None and blocks:
+                    r, s = self._index.search(blocks, qvec, fetch)
+                    vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
+                kw_all = (self._keyword(q.namespaces, match, max(fetch, self.KEYWORD_DEPTH))
+                          if match and blocks else [])
+                kw_hits = kw_all[:fetch]
+                records = self._fetch_rids({r for r, _ in vec_hits} | {r for r, _ in kw_hits}, now)
+                if flt:
+                    records = {rid: rec for rid, rec in records.items() if matches(rec, flt)}
+                vec_kept = [(r, s) for r, s in vec_hits if r in records][: q.limit]
+                kw_kept = [(r, s) for r, s in kw_hits if r in records][: q.limit]
+                vec_done = len(vec_kept) >= q.limit or len(vec_hits) < fetch
+                kw_done = len(kw_kept) >= q.limit or len(kw_all) <= fetch
+                if (vec_done and kw_done) or fetch >= total:
+                    break
+                fetch = min(total, fetch * 4)
+            vec_score = dict(vec_kept)
+            kw_score = dict(kw_all)
+            if qvec is not None:
+                for r, _ in kw_kept:
+                    if r not in vec_score:
+                        v = self._index.vector(r)
+                        vec_score[r] = float(v @ qvec) if v is not None else 0.0
+            out = []
+            for rid in dict.fromkeys([r for r, _ in vec_kept] + [r for r, _ in kw_kept]):
+                out.append(ScoredMemory(
+                    record=records[rid],
+                    vector_score=vec_score.get(rid) if qvec is not None else None,
+                    keyword_score=kw_score.get(rid, 0.0) if match else (0.0 if q.text else None),
+                ))
+            return out
+
+    def _select_rids(self, namespace: Namespace | None, flt: dict[str, Any] | None,
+                     include_expired: bool) -> list[int]:
+        where, params = _ns_clause(namespace)
+        if not include_expired:
+            where += " AND (expires_at IS NULL OR expires_at > ?)"
+            params.append(utcnow().timestamp())
+        if not flt:
+            return [r for (r,) in self._conn.execute(f"SELECT rid FROM memories WHERE {where}", params)]
+        return [
+            row[0]
+            for row in self._conn.execute(f"SELECT {self._COLS} FROM memories WHERE {where}", params)
+            if matches(self._row_to_record(row), flt)
+        ]
+
+    def delete(self, ids: Sequence[str] | None = None, *, namespace: Namespace | None = None,
+               filter: dict[str, Any] | None = None, include_expired: bool = True) -> int:
+        flt = validate_filter(filter)
+        if ids is None and namespace is None and not flt:
+            raise InvalidInput("delete needs ids, a namespace or a filter; refusing to delete everything")
+
+        def do(conn: sqlite3.Connection, seq: int) -> int:
+            if ids is not None:
+                id_list = list(ids)
+                rids = []
+                for i in range(0, len(id_list), 500):
+                    chunk = id_list[i : i + 500]
+                    rids += [r for (r,) in conn.execute(
+                        f"SELECT rid FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)]
+            else:
+                rids = self._select_rids(namespace, flt, include_expired)
+            for i in range(0, len(rids), 500):
+                chunk = rids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                conn.execute(f"DELETE FROM memories WHERE rid IN ({marks})", chunk)
+                conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
+                conn.executemany("INSERT INTO deletions (seq, rid) VALUES (?, ?)", [(seq, r) for r in chunk])
+            for r in rids:
+                self._index.remove(r)
+            return len(rids)
+
+        return self._write(do)
+
+    def scroll(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
+               limit: int = 100, offset: int = 0, include_expired: bool = False) -> list[MemoryRecord]:
+        flt = validate_filter(filter)
+        if limit < 0 or offset < 0:
+            raise InvalidInput("limit and offset must be >= 0")
+        where, params = _ns_clause(namespace)
+        if not include_expired:
+            where += " AND (expires_at IS NULL OR expires_at > ?)"
+            params.append(utcnow().timestamp())
+        with self._lock, self._translate():
+            self._check_open()
+            sql = f"SELECT {self._COLS} FROM memories WHERE {where} ORDER BY updated_at DESC, rid DESC"
+            if not flt:
+                rows = self._conn.execute(sql + " LIMIT ? OFFSET ?", (*params, limit, offset))
+                return [self._row_to_record(r) for r in rows]
+            out: list[MemoryRecord] = []
+            skipped = 0
+            for row in self._conn.execute(sql, params):
+                rec = self._row_to_record(row)
+                if not matches(rec, flt):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                out.append(rec)
+                if len(out) >= limit:
+                    break
+            return out
+
+    def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
+              include_expired: bool = False) -> int:
+        flt = validate_filter(filter)
+        with self._lock, self._translate():
+            self._check_open()
+            if flt:
+                return len(self._select_rids(namespace, flt, include_expired))
+            where, params = _ns_clause(namespace)
+            if not include_expired:
+                where += " AND (expires_at IS NULL OR expires_at > ?)"
+                params.append(utcnow().timestamp())
+            return int(self._conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0])
+
+    def namespaces(self) -> list[tuple[Namespace, int]]:
+        with self._lock, self._translate():
+            self._check_open()
+            rows = self._conn.execute("SELECT ns, COUNT(*) FROM memories GROUP BY ns ORDER BY ns").fetchall()
+        return [(tuple(ns.split("/")), int(n)) for ns, n in rows]
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes for ``memctl stats``: rows, keyword rows, indexed vectors, file size."""
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            rows = int(self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
+            fts = int(self._conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()[0])
+        size = 0
+        if self.path != ":memory:":
+            size = sum(p.stat().st_size for p in Path(self.path).parent.glob(Path(self.path).name + "*"))
+        return {
+            "backend": "sqlite", "path": self.path, "embedding_model": self.embedding_model,
+            "dim": self.dim, "rows": rows, "keyword_rows": fts, "vectors": len(self._index),
+            "file_bytes": size,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> SqliteBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+

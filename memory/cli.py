@@ -1,0 +1,268 @@
+"""``memctl``: inspect and operate the memory store from a shell.
+
+Settings come from ``MEMORY_*`` variables and ``--config`` (see :mod:`memory.settings`).
+Errors print one line saying what to do, and exit 2 for bad input, 1 for store failures.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from memory.errors import InvalidInput, MemoryLayerError, NotFound
+from memory.records import SearchHit, record_to_dict
+from memory.service import MemoryService
+from memory.settings import MemorySettings
+
+app = typer.Typer(help="Long-term memory store: add, search, inspect, evaluate.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+out = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _State:
+    config: Path | None = None
+    path: str | None = None
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    config: Annotated[Path | None, typer.Option("--config", help="YAML settings file (else MEMORY_CONFIG)")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="SQLite file or ':memory:' (else MEMORY_PATH)")] = None,
+) -> None:
+    state.config, state.path = config, path
+
+
+def _settings(**overrides: Any) -> MemorySettings:
+    if state.path is not None:
+        overrides.setdefault("path", state.path)
+    return MemorySettings.load(state.config, **overrides)
+
+
+@contextmanager
+def _service(**overrides: Any) -> Iterator[MemoryService]:
+    svc = MemoryService.from_settings(_settings(**overrides))
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+def _errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InvalidInput, NotFound) as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            raise typer.Exit(2) from None
+        except MemoryLayerError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def _hits_table(hits: list[SearchHit]) -> Table:
+    t = Table(show_lines=False)
+    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content", "id"):
+        t.add_column(col, overflow="fold")
+    for i, h in enumerate(hits, 1):
+        b = h.breakdown
+        t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
+                  f"{b.decay:.3f}", f"{b.boost:.2f}", "/".join(h.record.namespace),
+                  h.record.content[:120], h.record.id[:12])
+    return t
+
+
+@app.command()
+@_errors
+def add(
+    text: Annotated[str, typer.Argument(help="What to remember ('-' reads stdin)")],
+    ns: Annotated[str, typer.Option("--ns", help="Namespace, e.g. user_profile/u1")],
+    type_: Annotated[str, typer.Option("--type", help="Memory type")] = "note",
+    source: Annotated[str, typer.Option(help="Who said it / which agent")] = "cli",
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable)")] = None,
+    ttl_days: Annotated[float | None, typer.Option(help="Expire after this many days")] = None,
+    id: Annotated[str | None, typer.Option(help="Explicit id (replaces a memory with that id)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stored record as JSON")] = False,
+) -> None:
+    """Store one memory."""
+    if text == "-":
+        raw = sys.stdin.buffer.read()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"stdin is not valid UTF-8 (bad byte at {exc.start}); nothing was stored") from exc
+    with _service() as svc:
+        rec = svc.write(text, ns, {"type": type_, "source": source, "tags": tag or []}, id=id, ttl_days=ttl_days)
+    if as_json:
+        _print_json(record_to_dict(rec))
+    else:
+        out.print(f"added {rec.id} to {'/'.join(rec.namespace)}", highlight=False)
+
+
+@app.command()
+@_errors
+def search(
+    query: Annotated[str, typer.Argument(help="Question or keywords")],
+    ns: Annotated[list[str], typer.Option("--ns", help="Namespace prefix to search (repeatable)")],
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Number of hits")] = None,
+    type_: Annotated[str | None, typer.Option("--type", help="Only this memory type")] = None,
+    min_score: Annotated[float | None, typer.Option(help="Drop hits below this score")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON")] = False,
+) -> None:
+    """Hybrid search with the score breakdown of each hit."""
+    with _service() as svc:
+        hits = svc.search(query, ns, top_k=top_k, filter={"type": type_} if type_ else None, min_score=min_score)
+    if as_json:
+        _print_json([h.as_dict() for h in hits])
+    elif not hits:
+        out.print("no memories matched")
+    else:
+        out.print(_hits_table(hits))
+
+
+@app.command()
+@_errors
+def get(
+    id: Annotated[str, typer.Argument(help="Memory id")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show one memory."""
+    with _service() as svc:
+        rec = svc.get(id)
+    d = record_to_dict(rec)
+    if as_json:
+        _print_json(d)
+    else:
+        for k, v in d.items():
+            out.print(f"[bold]{k}[/bold]: {v}", highlight=False)
+
+
+@app.command("list")
+@_errors
+def list_(
+    ns: Annotated[str, typer.Option("--ns", help="Namespace prefix")],
+    limit: Annotated[int, typer.Option(help="At most this many")] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many")] = 0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The current memories of a namespace, newest first."""
+    with _service() as svc:
+        recs = svc.list(ns, limit=limit, offset=offset)
+    if as_json:
+        _print_json([record_to_dict(r) for r in recs])
+        return
+    t = Table()
+    for col in ("id", "namespace", "type", "updated", "content"):
+        t.add_column(col, overflow="fold")
+    for r in recs:
+        t.add_row(r.id[:12], "/".join(r.namespace), r.metadata.type, r.updated_at.strftime("%Y-%m-%d %H:%M"),
+                  r.content[:120])
+    out.print(t if recs else "no memories in this namespace")
+
+
+@app.command()
+@_errors
+def delete(
+    ids: Annotated[list[str] | None, typer.Argument(help="Memory ids")] = None,
+    ns: Annotated[str | None, typer.Option("--ns", help="Delete everything under this namespace")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm deleting a whole namespace")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Delete memories by id, or a whole namespace with --ns NS --yes."""
+    if bool(ids) == bool(ns):
+        raise InvalidInput("give either memory ids or --ns NS (not both, not neither)")
+    if ns and not yes:
+        raise InvalidInput(f"deleting every memory under {ns!r} needs --yes")
+    with _service() as svc:
+        n = svc.delete(ids) if ids else svc.delete_namespace(ns)  # type: ignore[arg-type]
+    if as_json:
+        _print_json({"deleted": n})
+    else:
+        out.print(f"deleted {n}")
+    if ids and n < len(ids):
+        raise typer.Exit(1)  # some ids did not exist: tell scripts
+
+
+@app.command()
+@_errors
+def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Store size, model and per-namespace counts."""
+    with _service() as svc:
+        s = svc.stats()
+    if as_json:
+        _print_json(s)
+        return
+    for k, v in s.items():
+        if k != "namespaces":
+            out.print(f"[bold]{k}[/bold]: {v}", highlight=False)
+    t = Table("namespace", "memories")
+    for k, v in s["namespaces"].items():
+        t.add_row(k, str(v))
+    out.print(t)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True)
+
+
+@eval_app.command("retrieval")
+@_errors
+def eval_retrieval(
+    data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
+    conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
+    from memory.evaluation import run_retrieval_eval
+
+    convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    # The evaluation never touches the user's store: it ingests into an in-memory one.
+    settings = MemorySettings.load(state.config, path=":memory:")
+    with MemoryService.from_settings(settings) as svc, _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_retrieval_eval(svc, data, conversations=convs, progress=progress)
+    if as_json:
+        _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config")})
+        return
+    t = Table("slice", "n", "R@5", "R@10", "MRR")
+    rows = [("overall", result["overall"])] + list(result["by_category"].items())
+    for name, m in rows:
+        t.add_row(name, str(m["n"]), f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
+    out.print(t)
+    tm = result["timing"]
+    out.print(f"ingest {tm['ingest_per_s']}/s, search p50 {tm['search_p50_ms']} ms, p95 {tm['search_p95_ms']} ms")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,78 @@
+"""Errors raised by the memory layer.
+
+Every error says what went wrong and what to do about it. Backends translate driver
+exceptions (sqlite3, qdrant-client, httpx) into this tree at their boundary, so callers
+never need to import a driver to handle a failure::
+
+    MemoryLayerError                 base of everything below
+    ├── InvalidInput (ValueError)    the caller passed something unusable; nothing was stored
+    │   ├── InvalidNamespace         empty/oversized label, separator inside a label, ...
+    │   ├── InvalidContent           empty, too long, not UTF-8
+    │   ├── InvalidFilter            unknown filter key or operator
+    │   └── InvalidConfig            settings that cannot work together
+    ├── NotFound (KeyError)          no memory with that id
+    └── MemoryBackendError           the storage layer failed
+        ├── BackendUnavailable       transient: retrying later may succeed
+        └── SchemaMismatch           the store was built for another embedding model / dimension
+
+The name ``MemoryLayerError`` is deliberate: ``MemoryError`` is a Python builtin.
+"""
+
+from __future__ import annotations
+
+
+class MemoryLayerError(Exception):
+    """Base class of every error raised by this package."""
+
+
+class InvalidInput(MemoryLayerError, ValueError):
+    """The caller passed an unusable value. Nothing was written."""
+
+
+class InvalidNamespace(InvalidInput):
+    """A namespace label is empty, too long, or contains a separator."""
+
+
+class InvalidContent(InvalidInput):
+    """Memory content is empty, too long, or not valid UTF-8 text."""
+
+
+class InvalidFilter(InvalidInput):
+    """A metadata filter uses an unknown key or operator."""
+
+
+class InvalidConfig(InvalidInput):
+    """Settings that cannot work (unknown backend, bad weights, unreadable file)."""
+
+
+class NotFound(MemoryLayerError, KeyError):
+    """No memory exists with the given id."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want the plain message.
+        return str(self.args[0]) if self.args else "not found"
+
+
+class MemoryBackendError(MemoryLayerError):
+    """The storage backend failed."""
+
+
+class BackendUnavailable(MemoryBackendError):
+    """A transient failure (connection refused, timeout, locked database). Retry later."""
+
+
+class SchemaMismatch(MemoryBackendError):
+    """The store was created for a different embedding model or vector dimension."""
+
+
+__all__ = [
+    "BackendUnavailable",
+    "InvalidConfig",
+    "InvalidContent",
+    "InvalidFilter",
+    "InvalidInput",
+    "InvalidNamespace",
+    "MemoryBackendError",
+    "MemoryLayerError",
+    "NotFound",
+    "SchemaMismatch",
+]

@@ -1,0 +1,184 @@
+"""Retrieval evaluation on LoCoMo-format JSONL (``turns.jsonl`` + ``questions.jsonl``).
+
+Protocol (the issue's, kept exact so figures are comparable):
+
+* every turn becomes one memory in namespace ``eval/<conversation_id>``, ``created_at`` = its
+  session date, content ``"<speaker>: <text>"`` plus the image caption when there is one;
+* each conversation is evaluated as of its last session date (the ``now`` for decay);
+* each question is searched within its own conversation only;
+* questions with empty ``evidence`` and adversarial ones (category 5) are skipped;
+* a question is a hit at k when any evidence ``dia_id`` is among the top k;
+  MRR uses the rank of the first evidence turn within the top ``mrr_depth`` (0 beyond).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memory.errors import InvalidInput
+from memory.records import as_utc
+from memory.service import MemoryService, NewMemory
+
+ADVERSARIAL = {"5", "adversarial"}
+
+
+@dataclass(frozen=True)
+class Turn:
+    conversation_id: str
+    dia_id: str
+    session_date: datetime
+    content: str
+
+
+@dataclass(frozen=True)
+class Question:
+    conversation_id: str
+    question_id: str
+    question: str
+    category: str
+    evidence: tuple[str, ...]
+
+
+def _read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    if not path.is_file():
+        raise InvalidInput(f"{path} not found: --data must hold turns.jsonl and questions.jsonl")
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(obj, dict):
+                raise InvalidInput(f"{path}:{n}: each line must be a JSON object")
+            yield obj
+
+
+def _field(obj: dict[str, Any], key: str, path: Path) -> Any:
+    if key not in obj:
+        raise InvalidInput(f"{path}: a line lacks the field {key!r} (see the LoCoMo README for the format)")
+    return obj[key]
+
+
+def load_dataset(data_dir: str | Path) -> tuple[dict[str, list[Turn]], list[Question]]:
+    root = Path(data_dir)
+    turns: dict[str, list[Turn]] = defaultdict(list)
+    tpath = root / "turns.jsonl"
+    for obj in _read_jsonl(tpath):
+        text = str(_field(obj, "text", tpath))
+        caption = obj.get("blip_caption")
+        content = f"{_field(obj, 'speaker', tpath)}: {text}"
+        if caption:
+            content += f" [image: {caption}]"
+        conv = str(_field(obj, "conversation_id", tpath))
+        try:
+            date = as_utc(str(_field(obj, "session_date", tpath)))
+        except ValueError as exc:
+            raise InvalidInput(f"{tpath}: bad session_date {obj.get('session_date')!r}") from exc
+        turns[conv].append(Turn(conv, str(_field(obj, "dia_id", tpath)), date, content))
+    questions = []
+    qpath = root / "questions.jsonl"
+    for obj in _read_jsonl(qpath):
+        cat = obj.get("category_name") or obj.get("category")
+        raw_cat = str(obj.get("category"))
+        evidence = tuple(str(e) for e in (obj.get("evidence") or []))
+        if not evidence or raw_cat in ADVERSARIAL or str(cat) in ADVERSARIAL:
+            continue
+        questions.append(Question(
+            str(_field(obj, "conversation_id", qpath)), str(obj.get("question_id", len(questions))),
+            str(_field(obj, "question", qpath)), str(cat), evidence,
+        ))
+    if not turns or not questions:
+        raise InvalidInput(f"{root}: no turns or no scorable questions found")
+    return dict(turns), questions
+
+
+def _ns(conv: str) -> tuple[str, str]:
+    return ("eval", conv.replace("/", "_").replace("\\", "_").strip() or "conv")
+
+
+def _metrics(ranks: list[int | None], ks: tuple[int, ...]) -> dict[str, float | int]:
+    n = len(ranks)
+    out: dict[str, float | int] = {"n": n}
+    for k in ks:
+        out[f"R@{k}"] = round(sum(1 for r in ranks if r is not None and r <= k) / n, 4) if n else 0.0
+    out["MRR"] = round(sum(1.0 / r for r in ranks if r is not None) / n, 4) if n else 0.0
+    return out
+
+
+def run_retrieval_eval(
+    svc: MemoryService,
+    data_dir: str | Path,
+    *,
+    conversations: Iterable[str] | None = None,
+    ks: tuple[int, ...] = (5, 10),
+    mrr_depth: int = 50,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    turns, questions = load_dataset(data_dir)
+    if conversations is not None:
+        wanted = set(conversations)
+        unknown = wanted - set(turns)
+        if unknown:
+            raise InvalidInput(f"unknown conversation ids {sorted(unknown)}; known: {sorted(turns)}")
+        turns = {c: t for c, t in turns.items() if c in wanted}
+        questions = [q for q in questions if q.conversation_id in wanted]
+    n_turns = sum(len(t) for t in turns.values())
+    done = 0
+    t0 = time.perf_counter()
+    for conv, conv_turns in turns.items():
+        for i in range(0, len(conv_turns), 256):
+            chunk = conv_turns[i : i + 256]
+            svc.write_many(
+                NewMemory(t.content, _ns(conv), {"type": "conversation", "source": "locomo",
+                                                  "extra": {"dia_id": t.dia_id}},
+                          created_at=t.session_date)
+                for t in chunk
+            )
+            done += len(chunk)
+            if progress:
+                progress("ingest", done, n_turns)
+    ingest_s = time.perf_counter() - t0
+    as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
+
+    ranks: list[int | None] = []
+    by_cat: dict[str, list[int | None]] = defaultdict(list)
+    by_conv: dict[str, list[int | None]] = defaultdict(list)
+    latencies: list[float] = []
+    depth = max(max(ks), mrr_depth)
+    for i, q in enumerate(questions, 1):
+        if q.conversation_id not in turns:
+            continue
+        t = time.perf_counter()
+        hits = svc.search(q.question, _ns(q.conversation_id), top_k=depth, min_score=float("-inf"),
+                          now=as_of[q.conversation_id])
+        latencies.append((time.perf_counter() - t) * 1000)
+        evidence = set(q.evidence)
+        rank = next((j for j, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in evidence), None)
+        ranks.append(rank)
+        by_cat[q.category].append(rank)
+        by_conv[q.conversation_id].append(rank)
+        if progress:
+            progress("search", i, len(questions))
+    lat = sorted(latencies)
+    return {
+        "overall": _metrics(ranks, ks),
+        "by_category": {c: _metrics(r, ks) for c, r in sorted(by_cat.items())},
+        "by_conversation": {c: _metrics(r, ks) for c, r in sorted(by_conv.items())},
+        "timing": {
+            "ingest_per_s": round(n_turns / ingest_s, 1) if ingest_s > 0 else 0.0,
+            "search_p50_ms": round(statistics.median(lat), 3) if lat else 0.0,
+            "search_p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 3) if lat else 0.0,
+        },
+        "config": {"embedding_model": svc.embedder.name, "backend": svc.settings.backend,
+                   "turns": n_turns, "questions": len(ranks)},
+    }

@@ -1,0 +1,165 @@
+"""Typed records at the boundary: what goes into a backend and what comes back.
+
+Backends return these types, never driver rows. Timestamps are timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from memory.namespace import Namespace, NamespaceLike, parse_namespace
+
+# Well-known memory types (seed 004). Any other short label is allowed too.
+MEMORY_TYPES = ("user_profile", "domain_facts", "task_traces", "tool_effects", "conversation", "note")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | float | int | str) -> datetime:
+    """Normalise a timestamp: naive datetimes and ISO strings without offset are taken as UTC."""
+    if isinstance(value, bool):
+        raise ValueError("a timestamp cannot be a bool")
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class MemoryMetadata(BaseModel):
+    """Typed metadata. ``extra`` holds anything else (JSON values only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str = Field(default="note", min_length=1, max_length=64)
+    source: str = Field(default="user", min_length=1, max_length=128)
+    tags: tuple[str, ...] = ()
+    agent: str | None = Field(default=None, max_length=128)
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return (v,)
+        return v
+
+
+class MemoryRecord(BaseModel):
+    """One memory. ``namespace`` accepts 'a/b' or ('a', 'b') and is stored as a tuple."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    namespace: Namespace
+    content: str
+    metadata: MemoryMetadata = Field(default_factory=MemoryMetadata)
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime | None = None
+
+    @field_validator("namespace", mode="before")
+    @classmethod
+    def _ns(cls, v: NamespaceLike) -> Namespace:
+        return parse_namespace(v)
+
+    @field_validator("created_at", "updated_at", "expires_at", mode="before")
+    @classmethod
+    def _ts(cls, v: Any) -> Any:
+        return None if v is None else as_utc(v)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if v != v.strip() or any(ord(c) < 32 for c in v):
+            raise ValueError("id must not contain whitespace padding or control characters")
+        return v
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQuery:
+    """What a backend is asked for: candidates by vector and/or keywords inside namespaces.
+
+    ``namespaces`` are prefixes (label boundaries respected). ``filter`` is validated by
+    :func:`memory.filters.validate_filter`. Expired records (``expires_at <= now``) are never
+    returned. ``limit`` is the number of candidates wanted from each channel.
+    """
+
+    namespaces: tuple[Namespace, ...]
+    vector: np.ndarray | None = None
+    text: str | None = None
+    filter: dict[str, Any] | None = None
+    limit: int = 50
+    now: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    """A backend candidate with its raw relevance signals (higher is better for both).
+
+    ``vector_score`` is the cosine similarity in [-1, 1] (None when no vector was queried).
+    ``keyword_score`` is the BM25 score, >= 0 (0 when no query term matched; None when no
+    text was queried). Ranking happens above the backend, in :mod:`memory.scoring`.
+    """
+
+    record: MemoryRecord
+    vector_score: float | None
+    keyword_score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBreakdown:
+    """Why a hit scored what it did: ``score = alpha*sim + beta*decay + gamma*boost``."""
+
+    sim: float
+    vector: float
+    keyword: float
+    decay: float
+    boost: float
+    score: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: round(getattr(self, k), 6) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    record: MemoryRecord
+    breakdown: ScoreBreakdown
+
+    @property
+    def score(self) -> float:
+        return self.breakdown.score
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**record_to_dict(self.record), "score": self.breakdown.as_dict()}
+
+
+def record_to_dict(r: MemoryRecord) -> dict[str, Any]:
+    """JSON-ready form used by the CLI's --json output."""
+    return {
+        "id": r.id,
+        "namespace": "/".join(r.namespace),
+        "content": r.content,
+        "metadata": r.metadata.model_dump(mode="json"),
+        "created_at": r.created_at.isoformat(),
+        "updated_at": r.updated_at.isoformat(),
+        "expires_at": r.expires_at.isoformat() if r.expires_at else None,
+    }

@@ -1,0 +1,287 @@
+"""``MemoryService``: the facade the Supervisor, the CLI and the evaluations use.
+
+It validates input at the boundary, embeds, calls a backend and ranks with
+:mod:`memory.scoring`. Policy (routing, dedupe/merge, TTL per type) builds on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+
+from memory import scoring
+from memory.backend import MemoryBackend
+from memory.backends import open_backend
+from memory.embeddings import Embedder, get_embedder
+from memory.errors import InvalidContent, InvalidInput, NotFound
+from memory.filters import validate_filter
+from memory.namespace import NamespaceLike, parse_namespace, parse_namespaces
+from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, SearchHit, as_utc, new_id, utcnow
+from memory.settings import MemorySettings
+
+
+def clean_content(content: object, max_chars: int) -> str:
+    """Validate memory text: a non-empty, valid UTF-8 ``str`` of sane length.
+
+    Raises:
+        InvalidContent: saying what is wrong and what to pass instead.
+    """
+    if isinstance(content, bytes | bytearray):
+        try:
+            content = bytes(content).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidContent(
+                f"content is not valid UTF-8 (bad byte at position {exc.start}); "
+                "decode it with the right encoding first"
+            ) from exc
+    if not isinstance(content, str):
+        raise InvalidContent(f"content must be text, got {type(content).__name__}")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates, e.g. from surrogateescape decoding
+        raise InvalidContent(
+            f"content is not valid Unicode text (unpaired surrogate at position {exc.start}); "
+            "it probably came from undecodable bytes"
+        ) from exc
+    if "\x00" in content:
+        raise InvalidContent("content contains NUL characters; strip them first")
+    text = content.strip()
+    if not text:
+        raise InvalidContent("content is empty; pass the text to remember")
+    if len(text) > max_chars:
+        raise InvalidContent(
+            f"content has {len(text)} characters, more than max_content_chars={max_chars}; "
+            "summarise or split it, or raise MEMORY_MAX_CONTENT_CHARS"
+        )
+    return text
+
+
+def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMetadata:
+    if metadata is None:
+        return MemoryMetadata()
+    if isinstance(metadata, MemoryMetadata):
+        return metadata
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput(f"metadata must be a dict, got {type(metadata).__name__}")
+    known = set(MemoryMetadata.model_fields)
+    # Unknown keys go to `extra` rather than failing, so callers can attach their own fields.
+    data = {k: v for k, v in metadata.items() if k in known}
+    extra = dict(data.pop("extra", {}) or {})
+    extra.update({k: v for k, v in metadata.items() if k not in known})
+    try:
+        return MemoryMetadata(**data, extra=extra)
+    except ValueError as exc:
+        raise InvalidInput(f"invalid metadata: {exc}") from exc
+
+
+@dataclass
+class NewMemory:
+    """One item for :meth:`MemoryService.write_many`."""
+
+    content: str
+    namespace: NamespaceLike
+    metadata: MemoryMetadata | Mapping[str, Any] | None = None
+    id: str | None = None
+    created_at: datetime | None = None
+    ttl_days: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class MemoryService:
+    """Write, search, get, update and delete memories.
+
+    Example:
+        >>> from memory import MemoryService, MemorySettings
+        >>> svc = MemoryService.from_settings(MemorySettings(path=":memory:"))
+        >>> rec = svc.write("User prefers bar charts", "user_profile/u1", {"type": "user_profile"})
+        >>> svc.search("which chart style?", "user_profile/u1")[0].record.id == rec.id
+        True
+        >>> svc.close()
+    """
+
+    def __init__(self, backend: MemoryBackend, embedder: Embedder, settings: MemorySettings | None = None):
+        self.backend = backend
+        self.embedder = embedder
+        self.settings = settings or MemorySettings(path=":memory:")
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings | None = None, embedder: Embedder | None = None) -> MemoryService:
+        settings = settings or MemorySettings.load()
+        emb = embedder or get_embedder(
+            settings.embedding.model,
+            threads=settings.embedding.threads,
+            batch_size=settings.embedding.batch_size,
+            cache_dir=settings.embedding.cache_dir,
+        )
+        return cls(open_backend(settings, emb.name, emb.dim), emb, settings)
+
+    # ------------------------------------------------------------------ writes
+    def _build(self, item: NewMemory, now: datetime) -> MemoryRecord:
+        text = clean_content(item.content, self.settings.max_content_chars)
+        ns = parse_namespace(item.namespace)
+        created = as_utc(item.created_at) if item.created_at is not None else now
+        ttl = item.ttl_days if item.ttl_days is not None else self.settings.default_ttl_days
+        if ttl is not None and ttl <= 0:
+            raise InvalidInput(f"ttl_days must be positive, got {ttl}")
+        try:
+            return MemoryRecord(
+                id=item.id or new_id(),
+                namespace=ns,
+                content=text,
+                metadata=_metadata(item.metadata),
+                created_at=created,
+                updated_at=created,
+                expires_at=created + timedelta(days=ttl) if ttl is not None else None,
+            )
+        except ValueError as exc:
+            raise InvalidInput(f"invalid memory: {exc}") from exc
+
+    def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
+        """Validate all items first, then embed in batches and upsert; all-or-nothing."""
+        now = as_utc(now) if now is not None else utcnow()
+        records = [self._build(it, now) for it in items]
+        if not records:
+            return []
+        vectors = self.embedder.embed_documents([r.content for r in records])
+        self.backend.upsert(records, vectors)
+        return records
+
+    def write(
+        self,
+        content: str,
+        namespace: NamespaceLike,
+        metadata: MemoryMetadata | Mapping[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        ttl_days: float | None = None,
+        now: datetime | None = None,
+    ) -> MemoryRecord:
+        """Store one memory (replacing any memory with the same ``id``)."""
+        return self.write_many(
+            [NewMemory(content, namespace, metadata, id=id, created_at=now, ttl_days=ttl_days)], now=now
+        )[0]
+
+    def update(
+        self,
+        id: str,
+        content: str | None = None,
+        metadata: MemoryMetadata | Mapping[str, Any] | None = None,
+        *,
+        now: datetime | None = None,
+    ) -> MemoryRecord:
+        """Change a memory's content and/or metadata; keeps id and created_at.
+
+        Raises:
+            NotFound: no live memory has this id.
+        """
+        old = self.get(id)
+        now = as_utc(now) if now is not None else utcnow()
+        text = clean_content(content, self.settings.max_content_chars) if content is not None else old.content
+        meta = _metadata(metadata) if metadata is not None else old.metadata
+        new = old.model_copy(update={"content": text, "metadata": meta, "updated_at": now})
+        if content is not None and text != old.content:
+            vec = self.embedder.embed_documents([text])
+        else:
+            vec = self.embedder.embed_documents([old.content])
+        self.backend.upsert([new], vec)
+        return new
+
+    def delete(self, ids: str | Sequence[str]) -> int:
+        """Delete memories by id; returns how many existed."""
+        id_list = [ids] if isinstance(ids, str) else list(ids)
+        if not id_list:
+            raise InvalidInput("delete needs at least one id")
+        return self.backend.delete(id_list)
+
+    def delete_namespace(self, namespace: NamespaceLike, *, filter: Mapping[str, Any] | None = None) -> int:
+        """Delete everything under a namespace prefix (optionally only what matches a filter)."""
+        return self.backend.delete(namespace=parse_namespace(namespace), filter=dict(filter) if filter else None)
+
+    # ------------------------------------------------------------------ reads
+    def get(self, id: str) -> MemoryRecord:
+        """Raises NotFound when no live memory has this id."""
+        if not isinstance(id, str) or not id:
+            raise InvalidInput("id must be a non-empty string")
+        found = self.backend.get([id])
+        if not found:
+            raise NotFound(f"no memory with id {id!r}; `memctl list --ns NS` shows the ids")
+        return found[0]
+
+    def search(
+        self,
+        query: str,
+        namespaces: NamespaceLike | Iterable[NamespaceLike],
+        *,
+        top_k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        now: datetime | None = None,
+    ) -> list[SearchHit]:
+        """Hybrid search inside namespace prefixes; each hit explains its score."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty; pass the question or keywords to search for")
+        cfg = self.settings.scoring
+        k = cfg.top_k if top_k is None else top_k
+        if not isinstance(k, int) or k < 1:
+            raise InvalidInput(f"top_k must be a positive integer, got {k!r}")
+        ns = tuple(parse_namespaces(namespaces))
+        flt = dict(filter) if filter else None
+        validate_filter(flt)
+        now = as_utc(now) if now is not None else utcnow()
+        vec = self.embedder.embed_query(query.strip())
+        cands = self.backend.query(
+            MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
+                        limit=max(k, cfg.candidates), now=now)
+        )
+        hits = scoring.score_candidates(cands, now, cfg)
+        return scoring.select(hits, k, cfg.min_score if min_score is None else min_score)
+
+    def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
+             filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
+        """Current memories under a namespace prefix, newest first."""
+        return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
+                                   limit=limit, offset=offset)
+
+    def count(self, namespace: NamespaceLike | None = None) -> int:
+        return self.backend.count(parse_namespace(namespace) if namespace is not None else None)
+
+    def stats(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"backend": self.settings.backend, "embedding_model": self.embedder.name,
+                                "dim": self.embedder.dim}
+        extra = getattr(self.backend, "stats", None)
+        if callable(extra):
+            base.update(extra())
+        base["namespaces"] = {"/".join(ns): n for ns, n in self.backend.namespaces()}
+        base["memories"] = self.backend.count()
+        return base
+
+    # ------------------------------------------------------------------ async twins
+    async def awrite(self, *args: Any, **kwargs: Any) -> MemoryRecord:
+        return await asyncio.to_thread(self.write, *args, **kwargs)
+
+    async def asearch(self, *args: Any, **kwargs: Any) -> list[SearchHit]:
+        return await asyncio.to_thread(self.search, *args, **kwargs)
+
+    async def aget(self, id: str) -> MemoryRecord:
+        return await asyncio.to_thread(self.get, id)
+
+    async def aupdate(self, *args: Any, **kwargs: Any) -> MemoryRecord:
+        return await asyncio.to_thread(self.update, *args, **kwargs)
+
+    async def adelete(self, ids: str | Sequence[str]) -> int:
+        return await asyncio.to_thread(self.delete, ids)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+

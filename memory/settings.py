@@ -1,0 +1,131 @@
+"""One settings class for the whole memory layer.
+
+Precedence (pydantic-settings' documented order): keyword arguments, then ``MEMORY_*``
+environment variables (nested with ``__``, e.g. ``MEMORY_SCORING__ALPHA=0.9``), then the
+YAML file named by ``config_file=`` or ``MEMORY_CONFIG``, then the defaults below (which
+``configs/default.yaml`` mirrors; a test keeps the two equal).
+
+Build settings once at the entry point (``MemorySettings.load()``) and pass them down.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from memory.errors import InvalidConfig
+
+_CONFIG_FILE: contextvars.ContextVar[Path | None] = contextvars.ContextVar("config_file", default=None)
+
+
+def default_path() -> str:
+    """The embedded store's file under the user's data directory."""
+    return str(Path(platformdirs.user_data_dir("langgraph-memory")) / "memory.sqlite")
+
+
+class ScoringSettings(BaseModel):
+    """``S = alpha*sim + beta*decay + gamma*boost`` and ``decay = exp(-decay_lambda*age_days)``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alpha: float = Field(1.0, ge=0)
+    beta: float = Field(0.05, ge=0)
+    gamma: float = Field(0.05, ge=0)
+    decay_lambda: float = Field(0.01, ge=0, description="per day; 0.01 halves in ~69 days")
+    vector_weight: float = Field(0.5, ge=0, le=1, description="share of sim from the vector channel")
+    bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
+    top_k: int = Field(5, ge=1, le=1000)
+    min_score: float = 0.0
+    candidates: int = Field(50, ge=1, le=10000, description="candidates per channel before ranking")
+    type_boosts: dict[str, float] = Field(
+        default_factory=lambda: {
+            "user_profile": 1.0,
+            "domain_facts": 0.6,
+            "tool_effects": 0.3,
+            "task_traces": 0.2,
+        }
+    )
+    source_boosts: dict[str, float] = Field(default_factory=dict)
+
+
+class EmbeddingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(
+        "local/use-multilingual-v3",
+        description="a packaged local model (local/...), 'a+b' to combine, or a fastembed hub model",
+    )
+    threads: int = Field(2, ge=1)
+    batch_size: int = Field(64, ge=1)
+    cache_dir: str | None = Field(None, description="fastembed cache, only for hub models")
+
+
+class MemorySettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    backend: Literal["sqlite"] = "sqlite"
+    path: str = Field(default_factory=default_path, description="SQLite file, or ':memory:'")
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    max_content_chars: int = Field(20_000, ge=1)
+    default_ttl_days: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> MemorySettings:
+        if not self.path.strip():
+            raise ValueError("path is empty; give a SQLite file path or ':memory:'")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = _CONFIG_FILE.get()
+        if config_file is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=config_file))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> MemorySettings:
+        """Build settings from arguments, env, an optional YAML file and defaults.
+
+        Raises:
+            InvalidConfig: unreadable file or invalid values, with the offending keys named.
+        """
+        raw = config_file or os.environ.get("MEMORY_CONFIG") or None
+        path = Path(raw) if raw else None
+        if path is not None and not path.is_file():
+            raise InvalidConfig(f"config file {str(path)!r} does not exist; check MEMORY_CONFIG / --config")
+        token = _CONFIG_FILE.set(path)
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidConfig(f"invalid memory settings: {problems}") from exc
+        except Exception as exc:  # YAML syntax errors and the like
+            if isinstance(exc, InvalidConfig):
+                raise
+            raise InvalidConfig(f"cannot read config file {str(path)!r}: {exc}") from exc
+        finally:
+            _CONFIG_FILE.reset(token)

@@ -1,0 +1,121 @@
+"""The keyword tokenizer shared by every backend (FTS5 in SQLite, sparse vectors in Qdrant).
+
+SQLite's default FTS5 tokenizer treats a run of Chinese characters as one token, so
+"我喜欢喝咖啡" would only match itself. We tokenize in Python instead and index the result
+as space-separated terms:
+
+* Latin/digits: NFKC, lower-cased words, English stop words dropped, a light suffix stemmer
+  ("reports"/"reporting" -> "report").
+* Han characters: overlapping character bigrams ("咖啡店" -> "咖啡", "啡店"); a lone character
+  is kept as a unigram. Bigrams are the usual dictionary-free choice for Chinese retrieval.
+* Kana and Hangul runs are treated like Han.
+
+Everything here is pure and deterministic, so both backends rank alike.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_TOKEN_RE = re.compile(
+    rf"[{_CJK}]+"  # CJK runs
+    rf"|[^\W_{_CJK}]+(?:'[^\W_{_CJK}]+)?",  # words (letters/digits of other scripts)
+)
+_CJK_RE = re.compile(rf"[{_CJK}]")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
+    having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
+    i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+    not of off on once only or other ought our ours ourselves out over own same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves
+    then there there's these they they'd they'll they're they've this those through to too under
+    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
+    where's which while who who's whom why why's with won't would wouldn't you you'd you'll
+    you're you've your yours yourself yourselves also just really yeah oh yes hey hi like got get
+    s t""".split()
+)
+
+# Chinese function characters that carry no topic; dropped only as lone unigrams.
+_ZH_STOP_UNIGRAMS = frozenset("的了是我你他她它们在和与就都也还吗呢吧啊么这那个")
+
+
+def _stem(word: str) -> str:
+    """A deliberately light English stemmer: plural and common verb suffixes only."""
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    if word.endswith("'s"):
+        word = word[:-2]
+    for suffix, repl, min_len in (
+        ("ies", "y", 5),
+        ("sses", "ss", 5),
+        ("ing", "", 6),
+        ("ed", "", 5),
+        ("es", "", 5),
+        ("s", "", 4),
+    ):
+        if word.endswith(suffix) and len(word) >= min_len:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            if suffix == "es" and not word.endswith(("ches", "shes", "xes", "zes", "sses")):
+                continue
+            stem = word[: len(word) - len(suffix)] + repl
+            # "running" -> "runn" -> "run"
+            if suffix in ("ing", "ed") and len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
+                stem = stem[:-1]
+            return stem
+    return word
+
+
+@lru_cache(maxsize=65536)
+def _word_term(word: str) -> str | None:
+    if word in STOPWORDS:
+        return None
+    return _stem(word.replace("'", "")) if "'" in word else _stem(word)
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into index terms (duplicates kept: term frequency matters to BM25)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    terms: list[str] = []
+    for match in _TOKEN_RE.finditer(text):
+        tok = match.group()
+        if _CJK_RE.match(tok):
+            if len(tok) == 1:
+                if tok not in _ZH_STOP_UNIGRAMS:
+                    terms.append(tok)
+            else:
+                terms.extend(tok[i : i + 2] for i in range(len(tok) - 1))
+        else:
+            term = _word_term(tok)
+            if term:
+                terms.append(term)
+    return terms
+
+
+def fts_document(text: str) -> str:
+    """The string stored in the FTS5 column: terms separated by spaces."""
+    return " ".join(tokenize(text))
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression that ORs the distinct query terms, or None if there are none.
+
+    Each term is double-quoted so FTS5 never reads it as syntax (AND, NEAR, column filters).
+    """
+    seen = dict.fromkeys(tokenize(text))
+    if not seen:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
+
+
+def count_tokens(text: str) -> int:
+    """A cheap token estimate for prompt budgets: CJK chars count one each, words count ~1.3."""
+    cjk = len(_CJK_RE.findall(text))
+    words = len(re.findall(r"[^\W_]+", _CJK_RE.sub(" ", text)))
+    return cjk + int(words * 1.3 + 0.5)
