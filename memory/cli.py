@@ -225,6 +225,17 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     out.print(t)
 
 
+@app.command()
+@_errors
+def demo(
+    path: Annotated[str | None, typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
+) -> None:
+    """Run the offline multi-user zh/en demo on a fresh store."""
+    from memory.demo import run_demo
+
+    run_demo(path, out)
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=err, transient=True)

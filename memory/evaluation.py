@@ -159,7 +159,7 @@ def run_retrieval_eval(
         if q.conversation_id not in turns:
             continue
         t = time.perf_counter()
-        hits = svc.search(q.question, _ns(q.conversation_id), top_k=depth, min_score=float("-inf"),
+        hits = svc.search(q.question, _ns(q.conversation_id), top_k=depth, min_score=float("-inf"), min_sim=0.0,
                           now=as_of[q.conversation_id])
         latencies.append((time.perf_counter() - t) * 1000)
         evidence = set(q.evidence)

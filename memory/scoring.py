@@ -69,5 +69,10 @@ def score_candidates(
     return hits
 
 
-def select(hits: Sequence[SearchHit], top_k: int, min_score: float) -> list[SearchHit]:
-    return [h for h in hits if h.breakdown.score >= min_score][:top_k]
+def select(hits: Sequence[SearchHit], top_k: int, min_score: float, min_sim: float = 0.0) -> list[SearchHit]:
+    """The best ``top_k`` hits whose score and relevance (sim) clear the thresholds.
+
+    ``min_sim`` exists because decay and boost alone give an unrelated memory a positive
+    score: without it, a search on an empty topic would return the newest profile entries.
+    """
+    return [h for h in hits if h.breakdown.score >= min_score and h.breakdown.sim >= min_sim][:top_k]

@@ -219,6 +219,7 @@ class MemoryService:
         top_k: int | None = None,
         filter: Mapping[str, Any] | None = None,
         min_score: float | None = None,
+        min_sim: float | None = None,
         now: datetime | None = None,
     ) -> list[SearchHit]:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
@@ -238,7 +239,8 @@ class MemoryService:
                         limit=max(k, cfg.candidates), now=now)
         )
         hits = scoring.score_candidates(cands, now, cfg)
-        return scoring.select(hits, k, cfg.min_score if min_score is None else min_score)
+        return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
+                              cfg.min_sim if min_sim is None else min_sim)
 
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:

@@ -47,6 +47,7 @@ class ScoringSettings(BaseModel):
     bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
+    min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")
     candidates: int = Field(50, ge=1, le=10000, description="candidates per channel before ranking")
     type_boosts: dict[str, float] = Field(
         default_factory=lambda: {
