@@ -241,6 +241,48 @@ def _progress() -> Progress:
                     console=err, transient=True)
 
 
+@app.command()
+@_errors
+def bench(
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "10000,100000",
+    queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
+    out_file: Annotated[Path | None, typer.Option("--out", help="Also write the JSON here")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Search latency and write throughput against baselines, same corpus and embedder, one process."""
+    import platformdirs
+
+    from memory.bench import run_bench
+
+    try:
+        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    if not size_list or min(size_list) < 20 or queries < 1:
+        raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
+    cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_bench(size_list, queries=queries, cache_dir=cache, progress=progress)
+    if out_file:
+        out_file.write_text(json.dumps(result, indent=2))
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "queries")
+    for r in result["results"]:
+        w = r["write_per_s"]
+        t.add_row(r["system"], str(r["n"]), f"{r['search_p50_ms']:.2f}", f"{r['search_p95_ms']:.2f}",
+                  "-" if w is None else f"{w:.0f}", str(r["queries"]))
+    out.print(t)
+
+
 @eval_app.command("retrieval")
 @_errors
 def eval_retrieval(

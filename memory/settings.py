@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -72,15 +72,40 @@ class EmbeddingSettings(BaseModel):
     cache_dir: str | None = Field(None, description="fastembed cache, only for hub models")
 
 
+class QdrantSettings(BaseModel):
+    """Where Qdrant is (exactly one of url / path / location) and how hard to try."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, description="server URL, e.g. http://localhost:6333")
+    api_key: SecretStr | None = None
+    path: str | None = Field(None, description="local mode on disk (one process only)")
+    location: str | None = Field(None, description="':memory:' for local in-process mode")
+    collection_prefix: str = Field("memories", min_length=1, max_length=64)
+    timeout_s: float = Field(5.0, gt=0, description="per request")
+    retry_attempts: int = Field(3, ge=1, le=20, description="tries per call on transient failures")
+    retry_max_s: float = Field(10.0, gt=0, description="total time budget of one call incl. retries")
+    dual_write: bool = Field(False, description="also write a local SQLite mirror (MEMORY_PATH) for fallback")
+    outbox_path: str | None = Field(None, description="durable outbox file; default next to MEMORY_PATH")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> QdrantSettings:
+        given = [k for k in ("url", "path", "location") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give only one of qdrant url / path / location, got {given}")
+        return self
+
+
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
     )
 
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "qdrant"] = "sqlite"
     path: str = Field(default_factory=default_path, description="SQLite file, or ':memory:'")
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     max_content_chars: int = Field(20_000, ge=1)
     default_ttl_days: float | None = Field(None, gt=0)
 

@@ -1,0 +1,304 @@
+"""Is an incoming memory a duplicate of, a conflict with, or distinct from a stored one?
+
+Pure functions over two texts and their embedding cosine. No LLM needed; the idea:
+
+* the same words (or the same text up to punctuation/case/order) -> **duplicate**;
+* a translation or paraphrase (high cosine) that states the same values -> **duplicate**;
+* the same statement template where only a *value* changed (a number, date, unit, currency,
+  chart type, file format, frequency, language, on/off ...) or an explicit change cue
+  ("改成", "no longer", "instead", "from now on") -> **conflict** (the new value wins);
+* the template differs in a non-value slot (another metric, region, period, table, subject)
+  -> **distinct**: keep both.
+
+Values are compared through a small zh/en lexicon of canonical values, so "柱状图" and
+"bar chart" are the same value across languages. Every judgement carries its reason.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal
+
+from memory.text import tokenize
+
+Label = Literal["duplicate", "conflict", "distinct"]
+
+# Canonical values by class. Keys are matched case-insensitively as whole words (Latin) or
+# substrings (CJK). Order matters inside a class only for overlapping keys (longest first).
+VALUE_LEXICON: dict[str, dict[str, str]] = {
+    "chart": {
+        "柱状图": "bar", "条形图": "bar", "柱形图": "bar", "bar chart": "bar", "bar charts": "bar", "bar graph": "bar",
+        "折线图": "line", "曲线图": "line", "line chart": "line", "line charts": "line", "line graph": "line",
+        "饼图": "pie", "饼状图": "pie", "pie chart": "pie", "pie charts": "pie",
+        "散点图": "scatter", "scatter plot": "scatter", "scatter chart": "scatter",
+        "热力图": "heatmap", "heatmap": "heatmap", "heat map": "heatmap",
+        "面积图": "area", "area chart": "area", "表格": "table", "table view": "table",
+        "雷达图": "radar", "radar chart": "radar", "漏斗图": "funnel", "funnel chart": "funnel",
+    },
+    "currency": {
+        "人民币": "cny", "rmb": "cny", "cny": "cny", "元": "cny", "yuan": "cny",
+        "美元": "usd", "美金": "usd", "usd": "usd", "dollars": "usd", "dollar": "usd", "us$": "usd",
+        "欧元": "eur", "eur": "eur", "euros": "eur", "euro": "eur", "日元": "jpy", "jpy": "jpy", "yen": "jpy",
+        "港币": "hkd", "港元": "hkd", "hkd": "hkd", "英镑": "gbp", "gbp": "gbp", "pounds": "gbp",
+    },
+    "scale": {
+        "万元": "1e4", "万": "1e4", "ten thousand": "1e4", "ten-thousands": "1e4",
+        "亿元": "1e8", "亿": "1e8", "百万": "1e6", "million": "1e6", "millions": "1e6",
+        "千元": "1e3", "thousand": "1e3", "thousands": "1e3", "billion": "1e9", "billions": "1e9",
+    },
+    "format": {
+        "csv": "csv", "excel": "xlsx", "xlsx": "xlsx", "pdf": "pdf", "ppt": "pptx", "pptx": "pptx",
+        "markdown": "md", "html": "html", "json": "json", "parquet": "parquet", "word": "docx", "docx": "docx",
+    },
+    "frequency": {
+        "每天": "daily", "每日": "daily", "daily": "daily", "every day": "daily",
+        "每周": "weekly", "每星期": "weekly", "weekly": "weekly", "every week": "weekly",
+        "每月": "monthly", "每个月": "monthly", "monthly": "monthly", "every month": "monthly",
+        "每季度": "quarterly", "quarterly": "quarterly", "每年": "yearly", "yearly": "yearly", "annually": "yearly",
+        "每小时": "hourly", "hourly": "hourly",
+    },
+    "language": {
+        "中文": "zh", "汉语": "zh", "chinese": "zh", "英文": "en", "英语": "en", "english": "en",
+        "日文": "ja", "日语": "ja", "japanese": "ja",
+    },
+    "weekday": {
+        "周一": "mon", "星期一": "mon", "monday": "mon", "周二": "tue", "星期二": "tue", "tuesday": "tue",
+        "周三": "wed", "星期三": "wed", "wednesday": "wed", "周四": "thu", "星期四": "thu", "thursday": "thu",
+        "周五": "fri", "星期五": "fri", "friday": "fri", "周六": "sat", "星期六": "sat", "saturday": "sat",
+        "周日": "sun", "星期日": "sun", "星期天": "sun", "sunday": "sun",
+    },
+    "month": {
+        **{f"{i}月": str(i) for i in range(12, 0, -1)},
+        "january": "1", "february": "2", "march": "3", "april": "4", "may": "5", "june": "6", "july": "7",
+        "august": "8", "september": "9", "october": "10", "november": "11", "december": "12",
+        "jan": "1", "feb": "2", "mar": "3", "apr": "4", "jun": "6", "jul": "7", "aug": "8", "sep": "9",
+        "sept": "9", "oct": "10", "nov": "11", "dec": "12",
+    },
+    "polarity": {
+        "不要": "no", "不用": "no", "不再": "no", "禁止": "no", "关闭": "off", "开启": "on", "打开": "on",
+        "don't": "no", "do not": "no", "never": "no", "stop": "no", "disable": "off", "enable": "on",
+    },
+    "sort": {
+        "升序": "asc", "ascending": "asc", "降序": "desc", "descending": "desc",
+    },
+    "color": {
+        "红色": "red", "red": "red", "蓝色": "blue", "blue": "blue", "绿色": "green", "green": "green",
+        "黑色": "black", "black": "black", "灰色": "grey", "grey": "grey", "gray": "grey",
+        "橙色": "orange", "orange": "orange", "紫色": "purple", "purple": "purple",
+    },
+    "timezone": {
+        "北京时间": "utc+8", "utc+8": "utc+8", "utc": "utc", "gmt": "utc", "pst": "pst", "est": "est",
+    },
+}
+
+CHANGE_CUES = re.compile(
+    r"以后|今后|往后|而不是|不是.{0,12}了|重新核算|重新算|重新计算|有误|下调|上调|调到|调整到|降到|降为|升到|提高到|降低到|搞错|写错|其实是|实际是|实际上是|改成|改为|改用|换成|换为|调整为|调整成|更正|更新为|修正|不再|不要再|别再|以后不|从今以后|从现在起|现在改|已改|改到|推迟到|提前到|延期到|变成|变为|取代"
+    r"|\b(?:instead|no longer|changed? (?:it |this |that )?to|switch(?:ed)? to|moved? to|update[ds]?:|actually|correction|"
+    r"from now on|going forward|now (?:is|are|use|uses|prefer|prefers|want|wants)|not .* anymore|any more|"
+    r"postponed|pushed (?:back )?to|(?:raised|lowered|cut|increased|decreased|reduced|bumped) to|rescheduled|replaced? (?:by|with)|rather than|starting (?:today|now|next))\b",
+    re.IGNORECASE,
+)
+
+_NUM = re.compile(r"(?<![A-Za-z\d.])\d+(?:[.,]\d+)*(?![A-Za-z\d])")
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_PUNCT = re.compile(r"[\W_]+", re.UNICODE)
+_FILLER = re.compile(
+    r"^(?:请)?(?:记住|记一下|记得|备注|注意|提醒一下|顺便说一下)[：:，,\s]*"
+    r"|^(?:please\s+)?(?:remember|note|fyi|just so you know|for the record|keep in mind)(?:\s+that)?[:,\s]*",
+    re.IGNORECASE,
+)
+
+
+def _norm(text: str) -> str:
+    t = unicodedata.normalize("NFKC", text).lower().strip()
+    t = _FILLER.sub("", t)
+    return _PUNCT.sub("", t)
+
+
+def _is_cjk(text: str) -> bool:
+    cjk = len(_CJK.findall(text))
+    latin = len(re.findall(r"[A-Za-z]", text))
+    return cjk >= max(2, latin / 3)
+
+
+def _build_patterns() -> list[tuple[str, str, re.Pattern[str]]]:
+    pats = []
+    for cls, table in VALUE_LEXICON.items():
+        for key in sorted(table, key=len, reverse=True):
+            if _CJK.search(key):
+                pat = re.compile(re.escape(key))
+            else:
+                pat = re.compile(r"(?<![a-z])" + re.escape(key) + r"(?![a-z])", re.IGNORECASE)
+            pats.append((cls, table[key], pat))
+    return pats
+
+
+_PATTERNS = _build_patterns()
+
+
+def values(text: str) -> dict[str, frozenset[str]]:
+    """Canonical values by class found in ``text`` (numbers under ``num``)."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    found: dict[str, set[str]] = {}
+    masked = t
+    for cls, canon, pat in _PATTERNS:
+        if pat.search(masked):
+            found.setdefault(cls, set()).add(canon)
+            masked = pat.sub(" ", masked)  # "万元" must not also count as "元" + "万"
+    nums = {n.replace(",", "") for n in _NUM.findall(t)}
+    if nums:
+        found["num"] = nums
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    label: Label
+    reason: str
+    cosine: float
+    overlap: float
+
+
+_ZH_NUMERALS = "零一二两三四五六七八九十百千"
+# Identifiers: table names, paths, status=4, q3, 2024q1 (a plain hyphenated word is not one).
+_ID = r"(?:[a-z0-9]+(?:[_./:=-][a-z0-9]+)+|[a-z]+\d[a-z0-9]*|\d+[a-z][a-z0-9]*)"
+_DIFF_TOKEN = re.compile(
+    _ID + r"|\d+(?:[.,]\d+)*%?"
+    r"|[a-z]+(?:'[a-z]+)?"
+    r"|[\u3400-\u9fff]"
+)
+# Words that carry no fact: ignored when aligning two statements.
+_TRIVIAL = frozenset(
+    "a an the this that these those of to please just now also then so and or it its is are was were be "
+    "user user's users's 的 了 呢 吧 啊 就 行 中 里 请 把 都 也 要 还 在 是 为".split()
+)
+
+
+def _diff_seq(text: str) -> list[str]:
+    t = unicodedata.normalize("NFKC", text).lower()
+    t = _FILLER.sub("", t.strip())
+    return [w for w in _DIFF_TOKEN.findall(t) if w not in _TRIVIAL]
+
+
+def _is_value_token(tok: str) -> bool:
+    return bool(values(tok)) or bool(re.fullmatch(_ID, tok)) or (len(tok) == 1 and tok in _ZH_NUMERALS)
+
+
+def _numeric(tokens: list[str]) -> bool:
+    return all(re.fullmatch(r"\d+(?:[.,]\d+)*%?", t) or (len(t) == 1 and t in _ZH_NUMERALS) for t in tokens)
+
+
+def _slot_kind(tokens: list[str]) -> str:
+    """'value' (numbers, units, identifiers, lexicon values), 'word', 'mixed' or 'empty'."""
+    if not tokens:
+        return "empty"
+    joined = " ".join(tokens)
+    if values(joined) and not all(_is_value_token(t) for t in tokens):
+        # A multi-token value ("bar chart", "万元") counts as a value if nothing else is there.
+        rest = joined
+        for _, _, pat in _PATTERNS:
+            rest = pat.sub(" ", rest)
+        rest_tokens = [t for t in rest.split() if not _is_value_token(t)]
+        return "mixed" if rest_tokens else "value"
+    return "value" if all(_is_value_token(t) for t in tokens) else "word"
+
+
+def _facts(text: str) -> dict[str, frozenset[str]]:
+    """Canonical values plus identifiers (table names, paths, ids): what paraphrases must share."""
+    t = unicodedata.normalize("NFKC", text).lower()
+    out = {c: v for c, v in values(text).items() if c != "polarity"}
+    ids = frozenset(m for m in re.findall(_ID, t) if re.search(r"[_/=\d]", m) and not m.replace(".", "").isdigit())
+    if ids:
+        out["id"] = ids
+    return out
+
+
+def _changed(fa: dict[str, frozenset[str]], fb: dict[str, frozenset[str]]) -> list[str]:
+    """Classes whose values disagree: present on both sides and neither contains the other.
+
+    Subset counts as agreement, so a paraphrase that drops or adds a detail is not a change.
+    """
+    return sorted(c for c in fa.keys() & fb.keys() if not (fa[c] <= fb[c] or fb[c] <= fa[c]))
+
+
+def judge(
+    existing: str,
+    incoming: str,
+    cosine: float,
+    *,
+    dup_cosine: float = 0.70,
+    dup_cosine_cross: float = 0.60,
+    related_cosine: float = 0.45,
+) -> Judgement:
+    """Classify ``incoming`` against one stored memory. ``cosine`` is their embedding similarity."""
+    na, nb = _norm(existing), _norm(incoming)
+    ta, tb = tokenize(existing), tokenize(incoming)
+    sa, sb = set(ta), set(tb)
+    overlap = len(sa & sb) / len(sa | sb) if sa | sb else 1.0
+    if na == nb or (sa == sb and sa):
+        return Judgement("duplicate", "same words", cosine, overlap)
+
+    fa, fb = _facts(existing), _facts(incoming)
+    cue = bool(CHANGE_CUES.search(incoming)) and not CHANGE_CUES.search(existing)
+    changed = _changed(fa, fb)
+    same_signature = not changed
+    shared_values = bool(fa.keys() & fb.keys())
+    cross = _is_cjk(existing) != _is_cjk(incoming)
+
+    # Far apart in meaning and words: unrelated, unless both state values of the same kind
+    # and either the values differ or the newcomer announces a change.
+    if cosine < related_cosine and overlap < 0.3 and not ((changed or (cue and shared_values)) and cosine >= 0.35):
+        return Judgement("distinct", f"unrelated (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
+
+    if cross:
+        # Different languages: no token alignment is possible; rely on meaning and values.
+        if changed or (cue and not same_signature):
+            why = f"values changed: {', '.join(changed)}" if changed else "change cue"
+            return Judgement("conflict", f"cross-language, {why}", cosine, overlap)
+        if cue:
+            return Judgement("conflict", "cross-language, change cue", cosine, overlap)
+        if cosine >= dup_cosine_cross or (shared_values and cosine >= 0.52):
+            return Judgement("duplicate", f"cross-language paraphrase (cos {cosine:.2f})", cosine, overlap)
+        return Judgement("distinct", f"cross-language, not close enough (cos {cosine:.2f})", cosine, overlap)
+
+    # Same language: align the two statements and look at what was replaced, and where.
+    a, b = _diff_seq(existing), _diff_seq(incoming)
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    ops = [op for op in sm.get_opcodes() if op[0] != "equal"]
+    ratio = sm.ratio()
+    replaces = [op for op in ops if op[0] == "replace"]
+    template = ratio >= 0.5 and len(replaces) >= 1 and all(i2 - i1 <= 6 and j2 - j1 <= 6 for _, i1, i2, j1, j2 in replaces)
+    if template and not cue:
+        # End focus: in zh and en the new information (the value) comes last; the subject
+        # comes first. A replaced slot at the start, or followed by shared words, changed
+        # the subject or scope -> another fact. Only a value slot changes the same fact.
+        for _, i1, i2, j1, j2 in replaces:
+            sa_, sb_ = a[i1:i2], b[j1:j2]
+            at_end = i2 >= len(a) - 1 or j2 >= len(b) - 1
+            kind_a, kind_b = _slot_kind(sa_), _slot_kind(sb_)
+            if i1 == 0 and not at_end:
+                return Judgement("distinct", f"other subject: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
+            if "mixed" in (kind_a, kind_b):
+                return Judgement("distinct", f"subject and value differ: {' '.join(sa_)} -> {' '.join(sb_)}",
+                                 cosine, overlap)
+            if not (kind_a == kind_b == "value") and not at_end:
+                return Judgement("distinct", f"other scope: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
+            if not at_end and not (_numeric(sa_) and _numeric(sb_)):
+                # A non-numeric value inside the sentence names a scope (daily vs weekly
+                # active users, Q3 vs Q4 target); a number followed by its unit is a value.
+                return Judgement("distinct", f"other scope value: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
+            if kind_a == kind_b == "word":
+                return Judgement("distinct", f"other object: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
+        _, i1, i2, j1, j2 = replaces[-1]
+        return Judgement("conflict", f"same statement, new value: {' '.join(a[i1:i2])} -> {' '.join(b[j1:j2])}",
+                         cosine, overlap)
+    if cue and (cosine >= related_cosine or overlap >= 0.3):
+        return Judgement("conflict", "explicit change cue", cosine, overlap)
+    if changed and cosine >= related_cosine:
+        return Judgement("conflict", f"value changed: {', '.join(changed)}", cosine, overlap)
+    if same_signature and cosine >= dup_cosine:
+        return Judgement("duplicate", f"paraphrase (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
+    return Judgement("distinct", f"related but different (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
