@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memory.errors import InvalidInput, MemoryLayerError, NotFound
+from memory.policy.manager import Actor
 from memory.records import SearchHit, record_to_dict
 from memory.service import MemoryService
 from memory.settings import MemorySettings
@@ -65,6 +66,17 @@ def _service(**overrides: Any) -> Iterator[MemoryService]:
         svc.close()
 
 
+@contextmanager
+def _manager(**overrides: Any) -> Iterator[Any]:
+    from memory.policy.manager import MemoryManager
+
+    mm = MemoryManager.from_settings(_settings(**overrides))
+    try:
+        yield mm
+    finally:
+        mm.close()
+
+
 def _errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -101,26 +113,36 @@ def _hits_table(hits: list[SearchHit]) -> Table:
 def add(
     text: Annotated[str, typer.Argument(help="What to remember ('-' reads stdin)")],
     ns: Annotated[str, typer.Option("--ns", help="Namespace, e.g. user_profile/u1")],
-    type_: Annotated[str, typer.Option("--type", help="Memory type")] = "note",
+    type_: Annotated[str | None, typer.Option("--type", help="Memory type (default: from the namespace, else note)")] = None,
     source: Annotated[str, typer.Option(help="Who said it / which agent")] = "cli",
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable)")] = None,
     ttl_days: Annotated[float | None, typer.Option(help="Expire after this many days")] = None,
-    id: Annotated[str | None, typer.Option(help="Explicit id (replaces a memory with that id)")] = None,
+    id: Annotated[str | None, typer.Option(help="Explicit id (replaces a memory with that id; implies --raw)")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Store as is: no dedupe/merge, PII redaction or TTL policy")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored record as JSON")] = False,
 ) -> None:
-    """Store one memory."""
+    """Store one memory (deduplicated and merged by the write policy unless --raw)."""
     if text == "-":
         raw = sys.stdin.buffer.read()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidInput(f"stdin is not valid UTF-8 (bad byte at {exc.start}); nothing was stored") from exc
-    with _service() as svc:
-        rec = svc.write(text, ns, {"type": type_, "source": source, "tags": tag or []}, id=id, ttl_days=ttl_days)
-    if as_json:
-        _print_json(record_to_dict(rec))
+    meta: dict[str, Any] = {"source": source, "tags": tag or []}
+    if type_:
+        meta["type"] = type_
+    if raw or id is not None:
+        with _service() as svc:
+            rec = svc.write(text, ns, meta, id=id, ttl_days=ttl_days)
+        status, why = "added", "raw write"
     else:
-        out.print(f"added {rec.id} to {'/'.join(rec.namespace)}", highlight=False)
+        with _manager() as mm:
+            res = mm.remember(text, ns, meta, ttl_days=ttl_days, actor=Actor(agent="memctl"))
+        rec, status, why = res.record, res.status, f"{res.judgement}: {res.reason}"
+    if as_json:
+        _print_json({**record_to_dict(rec), "status": status, "reason": why})
+    else:
+        out.print(f"{status} {rec.id} in {'/'.join(rec.namespace)} ({why})", highlight=False, markup=False)
 
 
 @app.command()
@@ -190,21 +212,113 @@ def delete(
     ids: Annotated[list[str] | None, typer.Argument(help="Memory ids")] = None,
     ns: Annotated[str | None, typer.Option("--ns", help="Delete everything under this namespace")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Confirm deleting a whole namespace")] = False,
+    hard: Annotated[bool, typer.Option("--hard", help="Purge for good (default: restorable with `memctl restore`)")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Delete memories by id, or a whole namespace with --ns NS --yes."""
+    """Delete memories by id, or a whole namespace with --ns NS --yes (soft unless --hard)."""
     if bool(ids) == bool(ns):
         raise InvalidInput("give either memory ids or --ns NS (not both, not neither)")
     if ns and not yes:
         raise InvalidInput(f"deleting every memory under {ns!r} needs --yes")
-    with _service() as svc:
-        n = svc.delete(ids) if ids else svc.delete_namespace(ns)  # type: ignore[arg-type]
+    with _manager() as mm:
+        actor = Actor(agent="memctl")
+        n = mm.delete(ids, hard=hard, actor=actor) if ids else mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
     if as_json:
         _print_json({"deleted": n})
     else:
         out.print(f"deleted {n}")
     if ids and n < len(ids):
         raise typer.Exit(1)  # some ids did not exist: tell scripts
+
+
+@app.command()
+@_errors
+def restore(id: Annotated[str, typer.Argument(help="Id of a soft-deleted, superseded or evicted memory")]) -> None:
+    """Bring back a memory from the trash."""
+    with _manager() as mm:
+        rec = mm.restore(id, actor=Actor(agent="memctl"))
+    out.print(f"restored {rec.id} in {'/'.join(rec.namespace)}", highlight=False)
+
+
+@app.command("forget-user")
+@_errors
+def forget_user(
+    user: Annotated[str, typer.Argument(help="User id (a namespace label, e.g. u1)")],
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: this cannot be undone")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Remove everything of one user across namespaces, trash and audit; prove it with counts."""
+    if not yes:
+        raise InvalidInput(f"forgetting user {user!r} deletes all of their memories for good; add --yes")
+    with _manager() as mm:
+        rep = mm.forget_user(user, actor=Actor(agent="memctl"))
+    d = {"user": rep.user_id, "namespaces": list(rep.namespaces), "deleted": rep.deleted, "residue": rep.residue,
+         "clean": rep.clean}
+    if as_json:
+        _print_json(d)
+    else:
+        out.print(f"deleted {rep.deleted} memories of {user!r} in {len(rep.namespaces)} namespaces; "
+                  f"left: {rep.residue}", highlight=False)
+    if not rep.clean:
+        raise typer.Exit(1)
+
+
+@app.command()
+@_errors
+def sweep(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Hard-delete memories whose TTL has passed."""
+    with _manager() as mm:
+        n = mm.sweep()
+    _print_json({"expired_deleted": n}) if as_json else out.print(f"deleted {n} expired memories")
+
+
+@app.command()
+@_errors
+def audit(
+    action: Annotated[str | None, typer.Option(help="Only this action (search, add, merge, update, delete, ...)")] = None,
+    ns: Annotated[str | None, typer.Option("--ns", help="Only this namespace prefix")] = None,
+    limit: Annotated[int, typer.Option(help="Newest N events")] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The audit log (newest first) and its statistics: hit rate, duplicate-write rate, merges."""
+    from memory.namespace import parse_namespace
+
+    with _manager() as mm:
+        events = mm.audit.events(action=action, namespace=parse_namespace(ns) if ns else None, limit=limit)
+        st = mm.audit.stats()
+    if as_json:
+        _print_json({"stats": st, "events": [e.as_dict() for e in events]})
+        return
+    t = Table("time", "action", "memory", "namespace", "actor", "reason")
+    for e in events:
+        t.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.action, (e.memory_id or "")[:12], e.namespace or "",
+                  e.actor or "", (e.reason or "")[:80])
+    out.print(t)
+    out.print({k: v for k, v in st.items() if k != "events"})
+
+
+@app.command()
+@_errors
+def history(
+    id: Annotated[str, typer.Argument(help="Memory id")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Everything that happened to one memory, oldest first (old values included)."""
+    with _manager() as mm:
+        events = mm.audit.history(id)
+    if not events:
+        raise NotFound(f"no history for memory {id!r}")
+    if as_json:
+        _print_json([e.as_dict() for e in events])
+        return
+    for e in events:
+        before = (e.before or {}).get("content")
+        after = (e.after or {}).get("content")
+        out.print(f"{e.ts:%Y-%m-%d %H:%M:%S} {e.action:9} {e.reason or ''}", highlight=False, markup=False)
+        if before is not None:
+            out.print(f"    before: {before}", highlight=False, markup=False)
+        if after is not None:
+            out.print(f"    after:  {after}", highlight=False, markup=False)
 
 
 @app.command()
@@ -315,6 +429,34 @@ def eval_retrieval(
     out.print(t)
     tm = result["timing"]
     out.print(f"ingest {tm['ingest_per_s']}/s, search p50 {tm['search_p50_ms']} ms, p95 {tm['search_p95_ms']} ms")
+
+
+@eval_app.command("dedupe")
+@_errors
+def eval_dedupe(
+    pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
+) -> None:
+    """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
+    from memory.evaluation import run_dedupe_eval
+    from memory.policy.manager import MemoryManager
+
+    settings = MemorySettings.load(state.config, path=":memory:")
+    with MemoryManager.from_settings(settings) as mm, _progress() as bar:
+        task = bar.add_task("pairs", total=None)
+        result = run_dedupe_eval(mm, pairs, progress=lambda _s, d, t: bar.update(task, completed=d, total=t))
+    if not show_pairs:
+        result.pop("pairs")
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("slice", "n", "duplicates merged", "conflicts resolved", "distinct wrongly merged")
+    rows = [("overall", result)] + list(result["by_lang"].items())
+    for name, m in rows:
+        t.add_row(name, str(m["n"]), *(("-" if m[k] is None else f"{m[k]:.3f}") for k in
+                  ("duplicate_merge_rate", "conflict_resolution_rate", "distinct_false_merge_rate")))
+    out.print(t)
 
 
 if __name__ == "__main__":  # pragma: no cover

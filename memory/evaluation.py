@@ -19,12 +19,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memory.errors import InvalidInput
-from memory.records import as_utc
+from memory.records import as_utc, utcnow
 from memory.service import MemoryService, NewMemory
 
 ADVERSARIAL = {"5", "adversarial"}
@@ -181,4 +181,91 @@ def run_retrieval_eval(
         },
         "config": {"embedding_model": svc.embedder.name, "backend": svc.settings.backend,
                    "turns": n_turns, "questions": len(ranks)},
+    }
+
+
+# ---------------------------------------------------------------------------- dedupe
+DEDUPE_LABELS = ("duplicate", "conflict", "distinct")
+
+
+def load_pairs(path: str | Path) -> list[dict[str, Any]]:
+    p = Path(path)
+    pairs = []
+    for i, obj in enumerate(_read_jsonl(p), 1):
+        for key in ("existing", "incoming", "label"):
+            _field(obj, key, p)
+        if obj["label"] not in DEDUPE_LABELS:
+            raise InvalidInput(f"{p}: line {i}: label must be one of {DEDUPE_LABELS}, got {obj['label']!r}")
+        obj.setdefault("id", f"pair{i}")
+        obj.setdefault("namespace", "domain_facts/eval")
+        obj.setdefault("lang", "unknown")
+        pairs.append(obj)
+    if not pairs:
+        raise InvalidInput(f"{p}: no pairs found")
+    return pairs
+
+
+def _rates(outcomes: list[tuple[str, bool]]) -> dict[str, Any]:
+    def rate(label: str) -> float | None:
+        xs = [ok for lab, ok in outcomes if lab == label]
+        return round(sum(xs) / len(xs), 4) if xs else None
+
+    return {
+        "n": len(outcomes),
+        "duplicate_merge_rate": rate("duplicate"),
+        "conflict_resolution_rate": rate("conflict"),
+        # For distinct pairs the outcome records "wrongly merged".
+        "distinct_false_merge_rate": rate("distinct"),  # here "ok" means "wrongly merged"
+    }
+
+
+def run_dedupe_eval(manager: Any, pairs_file: str | Path,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Write ``existing`` then ``incoming`` into a fresh namespace per pair and judge what remains.
+
+    * duplicate: merged when exactly one current memory remains;
+    * conflict: resolved when one remains and it states the incoming text (the old one survives
+      only in history);
+    * distinct: wrongly merged when fewer than two remain.
+    """
+    from memory.policy.dedupe import _norm
+
+    pairs = load_pairs(pairs_file)
+    # Wall-clock time: listings hide memories whose TTL has passed in real time.
+    t0 = utcnow() - timedelta(days=1)
+    outcomes: list[tuple[str, bool]] = []
+    by_lang: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    details = []
+    latencies: list[float] = []
+    for i, p in enumerate(pairs, 1):
+        base = [x for x in str(p["namespace"]).split("/") if x] or ["domain_facts"]
+        ns = (base[0], f"eval-{p['id']}")  # fresh namespace; its first label picks the merge strategy
+        manager.remember(p["existing"], ns, now=t0)
+        t = time.perf_counter()
+        res = manager.remember(p["incoming"], ns, now=t0 + timedelta(days=1))
+        latencies.append((time.perf_counter() - t) * 1000)
+        current = manager.service.list(ns, limit=10)
+        if p["label"] == "duplicate":
+            ok = len(current) == 1
+        elif p["label"] == "conflict":
+            incoming_norm = _norm(res.record.content if res.status == "added" else p["incoming"])
+            ok = len(current) == 1 and (
+                _norm(current[0].content) == _norm(p["incoming"]) or incoming_norm in _norm(current[0].content)
+            )
+        else:
+            ok = len(current) < 2
+        outcomes.append((p["label"], ok))
+        by_lang[str(p["lang"])].append((p["label"], ok))
+        details.append({"id": p["id"], "label": p["label"], "lang": p["lang"], "judged": res.judgement,
+                        "status": res.status, "reason": res.reason, "ok": ok})
+        if progress:
+            progress("pairs", i, len(pairs))
+    half = len(pairs) // 2
+    lat = sorted(latencies)
+    return {
+        **_rates(outcomes),
+        "by_lang": {lang: _rates(o) for lang, o in sorted(by_lang.items())},
+        "by_half": {"first": _rates(outcomes[:half]), "second": _rates(outcomes[half:])},
+        "timing": {"write_p50_ms": round(statistics.median(lat), 3), "write_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)},
+        "pairs": details,
     }

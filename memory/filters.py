@@ -4,7 +4,7 @@ A filter is a dict ``{key: condition}``; all conditions must hold. Keys:
 
 * ``type``, ``source``, ``agent`` — compared with the metadata field;
 * ``tags`` — true when the record's tags contain the value (``$in``: any of the values);
-* ``created_at``, ``updated_at`` — datetimes / ISO strings / epoch seconds, with comparisons;
+* ``created_at``, ``updated_at``, ``expires_at`` — datetimes / ISO strings / epoch seconds, with comparisons;
 * ``extra.<name>`` — a value inside ``metadata.extra``.
 
 A condition is a plain value (equality) or one operator dict: ``{"$eq": v}``, ``{"$ne": v}``,
@@ -19,9 +19,9 @@ from typing import Any
 from memory.errors import InvalidFilter
 from memory.records import MemoryRecord, as_utc
 
-FIELD_KEYS = ("type", "source", "agent", "tags", "created_at", "updated_at")
+FIELD_KEYS = ("type", "source", "agent", "tags", "created_at", "updated_at", "expires_at")
 OPERATORS = ("$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte")
-_TIME_KEYS = ("created_at", "updated_at")
+_TIME_KEYS = ("created_at", "updated_at", "expires_at")
 
 
 def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -120,6 +120,10 @@ class MemoryService:
         return cls(open_backend(settings, emb.name, emb.dim), emb, settings)
 
     # ------------------------------------------------------------------ writes
+    def build_record(self, item: NewMemory, now: datetime) -> MemoryRecord:
+        """Validate one item into a record (no I/O). Raises InvalidInput subclasses."""
+        return self._build(item, now)
+
     def _build(self, item: NewMemory, now: datetime) -> MemoryRecord:
         text = clean_content(item.content, self.settings.max_content_chars)
         ns = parse_namespace(item.namespace)

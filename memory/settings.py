@@ -96,6 +96,32 @@ class QdrantSettings(BaseModel):
         return self
 
 
+class PolicySettings(BaseModel):
+    """Write/read policy: merge strategy and TTL per memory type, capacity, PII, optional LLM."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategies: dict[str, Literal["overwrite", "append", "summarize"]] = Field(
+        default_factory=lambda: {
+            "user_profile": "overwrite",
+            "domain_facts": "summarize",
+            "task_traces": "append",
+            "tool_effects": "append",
+        }
+    )
+    default_strategy: Literal["overwrite", "append", "summarize"] = "append"
+    ttl_days: dict[str, float] = Field(
+        default_factory=lambda: {"task_traces": 180.0, "tool_effects": 90.0},
+        description="per memory type; types not listed never expire",
+    )
+    capacity_per_namespace: int = Field(5000, ge=1, description="lowest-value memories are evicted above this")
+    neighbours: int = Field(5, ge=1, le=50, description="stored memories compared with each write")
+    pii_redaction: bool = True
+    relative_cut: float = Field(0.5, ge=0, le=1, description="drop hits whose sim is below this share of the best")
+    summary_max_tokens: int = Field(400, ge=0)
+    chat_model: str | None = Field(None, description="init_chat_model string, e.g. 'openai:gpt-4o-mini'")
+
+
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -106,6 +132,7 @@ class MemorySettings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
     max_content_chars: int = Field(20_000, ge=1)
     default_ttl_days: float | None = Field(None, gt=0)
 

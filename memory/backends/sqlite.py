@@ -310,6 +310,32 @@ class SqliteBackend(AsyncMixin):
                     found[rec.id] = rec
         return [found[i] for i in ids if i in found]
 
+    def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        """Stored vectors of ``ids`` (expired or not), row i for ids[i]; for migrations.
+
+        Raises:
+            NotFound: some id is not stored.
+        """
+        from memory.errors import NotFound
+
+        ids = list(ids)
+        found: dict[str, np.ndarray] = {}
+        with self._lock, self._translate():
+            self._check_open()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                for id_, blob in self._conn.execute(
+                    f"SELECT id, vector FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk
+                ):
+                    found[id_] = np.frombuffer(blob, dtype="<f4")
+        missing = [x for x in ids if x not in found]
+        if missing:
+            raise NotFound(f"no stored vector for ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for row, x in enumerate(ids):
+            out[row] = found[x]
+        return out
+
     def _fetch_rids(self, rids: Sequence[int], now: float) -> dict[int, MemoryRecord]:
         out: dict[int, MemoryRecord] = {}
         rids = list(rids)
@@ -482,6 +508,19 @@ class SqliteBackend(AsyncMixin):
             self._check_open()
             rows = self._conn.execute("SELECT ns, COUNT(*) FROM memories GROUP BY ns ORDER BY ns").fetchall()
         return [(tuple(ns.split("/")), int(n)) for ns, n in rows]
+
+    def residue(self, namespace: Namespace) -> dict[str, int]:
+        """What is left of a namespace prefix in rows, vectors and keyword entries (for forget-user)."""
+        where, params = _ns_clause(namespace)
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            rows = int(self._conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0])
+            kw = int(self._conn.execute(
+                "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (f"nsk : {_ns_term(namespace)}",)
+            ).fetchone()[0])
+            vectors = self._index.size(self._index.matching([namespace]))
+        return {"rows": rows, "vectors": vectors, "keyword_entries": kw}
 
     def stats(self) -> dict[str, Any]:
         """Sizes for ``memctl stats``: rows, keyword rows, indexed vectors, file size."""

@@ -94,13 +94,30 @@ VALUE_LEXICON: dict[str, dict[str, str]] = {
     },
 }
 
-CHANGE_CUES = re.compile(
-    r"以后|今后|往后|而不是|不是.{0,12}了|重新核算|重新算|重新计算|有误|下调|上调|调到|调整到|降到|降为|升到|提高到|降低到|搞错|写错|其实是|实际是|实际上是|改成|改为|改用|换成|换为|调整为|调整成|更正|更新为|修正|不再|不要再|别再|以后不|从今以后|从现在起|现在改|已改|改到|推迟到|提前到|延期到|变成|变为|取代"
-    r"|\b(?:instead|no longer|changed? (?:it |this |that )?to|switch(?:ed)? to|moved? to|update[ds]?:|actually|correction|"
-    r"from now on|going forward|now (?:is|are|use|uses|prefer|prefers|want|wants)|not .* anymore|any more|"
-    r"postponed|pushed (?:back )?to|(?:raised|lowered|cut|increased|decreased|reduced|bumped) to|rescheduled|replaced? (?:by|with)|rather than|starting (?:today|now|next))\b",
+# Words that announce a change. Strong cues only appear when something is being replaced;
+# weak cues ("from now on") also open first-time preferences, so they count only when the
+# stored memory has none.
+STRONG_CUES = re.compile(
+    r"而不是|不是.{0,12}了|重新核算|重新算|重新计算|有误|搞错|写错|其实是|实际是|实际上是|下调|上调|调到|调整到|降到|降为|升到|"
+    r"提高到|降低到|改成|改为|改用|换成|换为|调整为|调整成|更正|更新为|修正|不再|不要再|别再|以后不|现在改|已改|改到|推迟到|"
+    r"提前到|延期到|变成|变为|取代"
+    r"|\b(?:instead|no longer|changed? (?:it |this |that )?to|switch(?:ed)? to|moved? to|update[ds]?:|actually|"
+    r"correction|not .* anymore|any more|postponed|pushed (?:back )?to|(?:raised|lowered|cut|increased|decreased|"
+    r"reduced|bumped) to|rescheduled|replaced? (?:by|with)|rather than)\b",
     re.IGNORECASE,
 )
+WEAK_CUES = re.compile(
+    r"以后|今后|往后|从今以后|从现在起"
+    r"|\b(?:from now on|going forward|now (?:is|are|use|uses|prefer|prefers|want|wants)|starting (?:today|now|next))\b",
+    re.IGNORECASE,
+)
+
+
+def change_cue(existing: str, incoming: str) -> bool:
+    """Does ``incoming`` announce a change that ``existing`` did not already announce?"""
+    if STRONG_CUES.search(incoming) and not STRONG_CUES.search(existing):
+        return True
+    return bool(WEAK_CUES.search(incoming)) and not (WEAK_CUES.search(existing) or STRONG_CUES.search(existing))
 
 _NUM = re.compile(r"(?<![A-Za-z\d.])\d+(?:[.,]\d+)*(?![A-Za-z\d])")
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -242,7 +259,7 @@ def judge(
         return Judgement("duplicate", "same words", cosine, overlap)
 
     fa, fb = _facts(existing), _facts(incoming)
-    cue = bool(CHANGE_CUES.search(incoming)) and not CHANGE_CUES.search(existing)
+    cue = change_cue(existing, incoming)
     changed = _changed(fa, fb)
     same_signature = not changed
     shared_values = bool(fa.keys() & fb.keys())

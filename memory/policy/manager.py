@@ -1,0 +1,415 @@
+"""``MemoryManager``: the policy layer the Supervisor uses (route, dedupe/merge, TTL, capacity,
+soft/hard delete, forget-user, audit, PII, summaries) over a :class:`MemoryService`."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+
+from memory import scoring
+from memory.errors import InvalidInput, NotFound
+from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
+from memory.policy.audit import AuditEvent, AuditLog
+from memory.policy.dedupe import Judgement, judge
+from memory.policy.pii import redact
+from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
+from memory.policy.summarize import summarize, summarize_with_model
+from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryQuery, MemoryRecord, SearchHit, as_utc, record_to_dict, utcnow
+from memory.service import MemoryService, NewMemory, _metadata
+from memory.settings import MemorySettings
+
+log = logging.getLogger(__name__)
+
+Status = Literal["added", "merged", "updated", "skipped"]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts, for the audit log."""
+
+    agent: str | None = None
+    thread_id: str | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: Status
+    id: str
+    judgement: str  # duplicate | conflict | distinct
+    reason: str
+    record: MemoryRecord
+    superseded: tuple[str, ...] = ()
+    redactions: dict[str, int] = field(default_factory=dict)
+    evicted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    user_id: str
+    namespaces: tuple[str, ...]
+    deleted: int
+    residue: dict[str, int]
+
+    @property
+    def clean(self) -> bool:
+        return all(v == 0 for v in self.residue.values())
+
+
+def _touch_meta(meta: MemoryMetadata, incoming: MemoryMetadata, now: datetime) -> MemoryMetadata:
+    extra = dict(meta.extra)
+    extra["seen_count"] = int(extra.get("seen_count", 1) or 1) + 1  # type: ignore[call-overload]
+    extra["last_seen"] = now.isoformat()
+    tags = tuple(dict.fromkeys(meta.tags + incoming.tags))
+    return meta.model_copy(update={"extra": extra, "tags": tags})
+
+
+class MemoryManager:
+    """Policy-aware memory operations. Build with :meth:`from_settings` or from parts.
+
+    Example:
+        >>> from memory import MemorySettings
+        >>> from memory.policy.manager import MemoryManager
+        >>> mm = MemoryManager.from_settings(MemorySettings(path=":memory:"))
+        >>> mm.remember("以后报表都用万元为单位", "user_profile/u1").status
+        'added'
+        >>> mm.remember("From now on, show report amounts in yuan instead", "user_profile/u1").status
+        'updated'
+        >>> [r.content for r in mm.service.list("user_profile/u1")]
+        ['From now on, show report amounts in yuan instead']
+        >>> mm.close()
+    """
+
+    def __init__(self, service: MemoryService, audit: AuditLog, settings: MemorySettings | None = None,
+                 chat_model: Any = None):
+        self.service = service
+        self.audit = audit
+        self.settings = settings or service.settings
+        self.policy = self.settings.policy
+        self.chat_model = chat_model
+        self._llm_router = LLMRouter(chat_model) if chat_model is not None else None
+
+    @classmethod
+    def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
+                      chat_model: Any = None) -> MemoryManager:
+        settings = settings or MemorySettings.load()
+        svc = MemoryService.from_settings(settings, embedder=embedder)
+        # The audit log lives in the same SQLite file as the embedded store (or next to
+        # nothing at all for ":memory:"), so copying one file copies memories and history.
+        audit = AuditLog(settings.path)
+        if chat_model is None and settings.policy.chat_model:
+            from langchain.chat_models import init_chat_model
+
+            chat_model = init_chat_model(settings.policy.chat_model)
+        return cls(svc, audit, settings, chat_model)
+
+    # ------------------------------------------------------------------ routing
+    def route(self, message: str, user_id: str, *, role: str = "user", agent: str | None = None) -> RouteDecision:
+        ctx = RouteContext(user_id=user_id, role=role, agent=agent)  # type: ignore[arg-type]
+        if self._llm_router is not None:
+            return self._llm_router(message, ctx)
+        return route(message, ctx, default_top_k=self.settings.scoring.top_k)
+
+    # ------------------------------------------------------------------ write
+    def _strategy(self, mtype: str) -> str:
+        return self.policy.strategies.get(mtype, self.policy.default_strategy)
+
+    def _judge(self, existing: MemoryRecord, incoming: str, cosine: float) -> Judgement:
+        return judge(existing.content, incoming, cosine)
+
+    def remember(
+        self,
+        content: str,
+        namespace: NamespaceLike,
+        metadata: MemoryMetadata | Mapping[str, Any] | None = None,
+        *,
+        actor: Actor | None = None,
+        ttl_days: float | None = None,
+        now: datetime | None = None,
+        reason: str | None = None,
+    ) -> WriteResult:
+        """Write with PII redaction, dedupe and conflict merge, TTL and capacity."""
+        now = as_utc(now) if now is not None else utcnow()
+        actor = actor or Actor()
+        ns = parse_namespace(namespace)
+        meta = _metadata(metadata)
+        if meta.type == "note" and ns[0] in MEMORY_TYPES:
+            # Namespaces like user_profile/u1 name their type; use it when none was given.
+            meta = meta.model_copy(update={"type": ns[0]})
+        redactions: dict[str, int] = {}
+        if self.policy.pii_redaction and isinstance(content, str):
+            r = redact(content)
+            content, redactions = r.text, r.counts
+            if r.changed:
+                meta = meta.model_copy(update={"extra": {**meta.extra, "redacted": r.counts}})
+        if ttl_days is None:
+            ttl_days = self.policy.ttl_days.get(meta.type)
+        record = self.service.build_record(NewMemory(content, ns, meta, created_at=now, ttl_days=ttl_days), now)
+        vec = self.service.embedder.embed_documents([record.content])
+        neighbours = self.service.backend.query(MemoryQuery(
+            namespaces=(ns,), vector=vec[0], text=record.content, limit=self.policy.neighbours, now=now))
+        neighbours = [n for n in neighbours if n.record.namespace == ns]
+        neighbours.sort(key=lambda n: -(n.vector_score or 0.0))
+        judged = [(n.record, self._judge(n.record, record.content, float(n.vector_score or 0.0)))
+                  for n in neighbours[: self.policy.neighbours]]
+        dup = next(((r, j) for r, j in judged if j.label == "duplicate"), None)
+        conflict = next(((r, j) for r, j in judged if j.label == "conflict"), None)
+        ev = {"actor": actor.agent, "thread_id": actor.thread_id, "run_id": actor.run_id}
+
+        if dup is not None:
+            old, j = dup
+            if self._strategy(meta.type) == "summarize" and len(record.content) > len(old.content) * 1.2:
+                # Keep the more informative wording of the same fact.
+                new = self._replace(old, record.content, _touch_meta(old.metadata, meta, now), now, ttl_days, vec)
+                self.audit.record(AuditEvent("merge", old.id, ns_key(ns), reason=f"duplicate ({j.reason}); kept richer text",
+                                             before=record_to_dict(old), after=record_to_dict(new),
+                                             details={"incoming": record.content, **({"redactions": redactions} if redactions else {})}, ts=now, **ev))
+                return WriteResult("merged", old.id, "duplicate", j.reason, new, redactions=redactions)
+            new = self._replace(old, None, _touch_meta(old.metadata, meta, now), now, ttl_days)
+            action = "skip" if j.reason == "same words" else "merge"
+            self.audit.record(AuditEvent(action, old.id, ns_key(ns), reason=f"duplicate: {j.reason}",
+                                         details={"incoming": record.content}, ts=now, **ev))
+            return WriteResult("skipped" if action == "skip" else "merged", old.id, "duplicate", j.reason, new,
+                               redactions=redactions)
+
+        if conflict is not None:
+            old, j = conflict
+            strategy = self._strategy(meta.type)
+            if strategy in ("overwrite", "summarize"):
+                merged = self._merge_conflict(old, record) if strategy == "summarize" else record.content
+                self.audit.trash_put(old, "superseded", f"conflict: {j.reason}", now)
+                new = self._replace(old, merged, record.metadata, now, ttl_days, vec if merged == record.content else None)
+                self.audit.record(AuditEvent("update", old.id, ns_key(ns), reason=f"conflict ({strategy}): {j.reason}",
+                                             before=record_to_dict(old), after=record_to_dict(new), ts=now, **ev))
+                return WriteResult("updated", old.id, "conflict", j.reason, new, redactions=redactions)
+            # append: the new record is added; the old one leaves the current set for history.
+            self.service.backend.upsert([record], vec)
+            self.service.backend.delete([old.id])
+            self.audit.trash_put(old, "superseded", f"superseded by {record.id}: {j.reason}", now)
+            self.audit.record(AuditEvent("supersede", record.id, ns_key(ns), reason=f"conflict (append): {j.reason}",
+                                         before=record_to_dict(old), after=record_to_dict(record),
+                                         details={"superseded": [old.id]}, ts=now, **ev))
+            evicted = self._enforce_capacity(ns, now, actor)
+            return WriteResult("added", record.id, "conflict", j.reason, record, (old.id,), redactions, evicted)
+
+        self.service.backend.upsert([record], vec)
+        self.audit.record(AuditEvent("add", record.id, ns_key(ns), reason=reason or "distinct from stored memories",
+                                     after=record_to_dict(record),
+                                     details={"redactions": redactions} if redactions else {}, ts=now, **ev))
+        evicted = self._enforce_capacity(ns, now, actor)
+        j_reason = judged[0][1].reason if judged else "no similar memory"
+        return WriteResult("added", record.id, "distinct", j_reason, record, redactions=redactions, evicted=evicted)
+
+    def _replace(self, old: MemoryRecord, content: str | None, meta: MemoryMetadata, now: datetime,
+                 ttl_days: float | None, vec: Any = None) -> MemoryRecord:
+        """Rewrite a stored memory in place (same id and created_at), renewing its TTL.
+
+        Works from the record we already hold rather than re-reading it, so an explicit
+        ``now`` (replays, evaluations) is honoured end to end.
+        """
+        text = old.content if content is None else content
+        new = old.model_copy(update={
+            "content": text, "metadata": meta, "updated_at": now,
+            "expires_at": now + timedelta(days=ttl_days) if ttl_days is not None else None,
+        })
+        if vec is None or content is None:
+            vec = self.service.embedder.embed_documents([text])
+        self.service.backend.upsert([new], vec)
+        return new
+
+    def _merge_conflict(self, old: MemoryRecord, new: MemoryRecord) -> str:
+        """Summarise-merge: the new value wins. With a chat model, details of the old one that
+        do not contradict are kept; without one, the new statement replaces the old."""
+        if self.chat_model is None:
+            return new.content
+        try:
+            msg = self.chat_model.invoke(
+                "Merge two memories about the same thing into one sentence. The NEW one wins on "
+                "every point they disagree on; keep non-conflicting details of the OLD one. "
+                f"Answer with the merged sentence only.\nOLD: {old.content}\nNEW: {new.content}"
+            )
+            text = str(getattr(msg, "content", "")).strip()
+            return text or new.content
+        except Exception as exc:  # noqa: BLE001 - the deterministic merge always works
+            log.warning("LLM merge failed, keeping the new statement: %s", exc)
+            return new.content
+
+    # ------------------------------------------------------------------ capacity / TTL
+    def _value(self, r: MemoryRecord, now: datetime) -> float:
+        cfg = self.settings.scoring
+        d = scoring.decay(scoring.age_days(r, now), cfg.decay_lambda)
+        b = scoring.boost(r, cfg.type_boosts, cfg.source_boosts)
+        return cfg.beta * d + cfg.gamma * b + 1e-3 * math.log1p(int(r.metadata.extra.get("seen_count", 1) or 1))  # type: ignore[arg-type]
+
+    def _enforce_capacity(self, ns: Namespace, now: datetime, actor: Actor) -> tuple[str, ...]:
+        cap = self.policy.capacity_per_namespace
+        n = self.service.backend.count(ns)
+        if n <= cap:
+            return ()
+        records = self.service.backend.scroll(ns, limit=n)
+        records = [r for r in records if r.namespace == ns]
+        victims = sorted(records, key=lambda r: (self._value(r, now), r.updated_at))[: n - cap]
+        ids = [r.id for r in victims]
+        self.service.backend.delete(ids)
+        for r in victims:
+            self.audit.trash_put(r, "evicted", f"capacity {cap} of {ns_key(ns)}", now)
+            self.audit.record(AuditEvent("evict", r.id, ns_key(ns), actor=actor.agent, thread_id=actor.thread_id,
+                                         run_id=actor.run_id, reason=f"capacity {cap}: lowest decayed value",
+                                         before=record_to_dict(r), ts=now))
+        return tuple(ids)
+
+    def sweep(self, now: datetime | None = None) -> int:
+        """Hard-delete expired memories everywhere; each one is audited."""
+        now = as_utc(now) if now is not None else utcnow()
+        total = 0
+        roots = {ns[:1] for ns, _ in self.service.backend.namespaces()}
+        for root in roots:
+            expired = self.service.backend.scroll(root, filter={"expires_at": {"$lte": now}}, limit=1_000_000,
+                                                  include_expired=True)  # type: ignore[call-arg]
+            if not expired:
+                continue
+            total += self.service.backend.delete([r.id for r in expired])
+            for r in expired:
+                self.audit.record(AuditEvent("expire", r.id, ns_key(r.namespace), reason="TTL passed",
+                                             before=record_to_dict(r), ts=now))
+        return total
+
+    # ------------------------------------------------------------------ read
+    def recall(
+        self,
+        query: str,
+        namespaces: NamespaceLike | Iterable[NamespaceLike],
+        *,
+        top_k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        actor: Actor | None = None,
+        now: datetime | None = None,
+    ) -> list[SearchHit]:
+        """Search, drop weak tail hits (relative to the best), audit the search."""
+        now = as_utc(now) if now is not None else utcnow()
+        hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now)
+        if hits and self.policy.relative_cut > 0:
+            best = max(h.breakdown.sim for h in hits)
+            hits = [h for h in hits if h.breakdown.sim >= best * self.policy.relative_cut]
+        actor = actor or Actor()
+        nss = [ns_key(n) for n in parse_namespaces(namespaces)]
+        self.audit.record(AuditEvent(
+            "search", None, nss[0] if len(nss) == 1 else None, actor.agent, actor.thread_id, actor.run_id,
+            reason=query[:500],
+            details={"namespaces": nss, "hits": len(hits),
+                     "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]}, ts=now))
+        return hits
+
+    def summarize(self, hits: Sequence[SearchHit], goal: str = "", max_tokens: int | None = None) -> str:
+        budget = self.policy.summary_max_tokens if max_tokens is None else max_tokens
+        if self.chat_model is not None:
+            return summarize_with_model(self.chat_model, hits, goal, budget)
+        return summarize(hits, goal, budget)
+
+    # ------------------------------------------------------------------ update / delete
+    def update(self, id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None, *,
+               actor: Actor | None = None, reason: str = "explicit update", now: datetime | None = None) -> MemoryRecord:
+        now = as_utc(now) if now is not None else utcnow()
+        old = self.service.get(id)
+        if content is not None and self.policy.pii_redaction:
+            content = redact(content).text
+        new = self.service.update(id, content, metadata, now=now)
+        actor = actor or Actor()
+        self.audit.trash_put(old, "superseded", reason, now) if content is not None and content != old.content else None
+        self.audit.record(AuditEvent("update", id, ns_key(old.namespace), actor.agent, actor.thread_id, actor.run_id,
+                                     reason, record_to_dict(old), record_to_dict(new), ts=now))
+        return new
+
+    def delete(self, ids: str | Sequence[str], *, hard: bool = False, actor: Actor | None = None,
+               reason: str = "explicit delete", now: datetime | None = None) -> int:
+        """Soft delete (default) keeps a restorable copy in the trash; hard delete keeps nothing."""
+        now = as_utc(now) if now is not None else utcnow()
+        id_list = [ids] if isinstance(ids, str) else list(ids)
+        if not id_list:
+            raise InvalidInput("delete needs at least one id")
+        found = self.service.backend.get(id_list)
+        n = self.service.backend.delete(id_list)
+        actor = actor or Actor()
+        for r in found:
+            if hard:
+                self.audit.trash_remove(r.id)
+            else:
+                self.audit.trash_put(r, "deleted", reason, now)
+            self.audit.record(AuditEvent("delete", r.id, ns_key(r.namespace), actor.agent, actor.thread_id, actor.run_id,
+                                         f"{'hard' if hard else 'soft'}: {reason}",
+                                         None if hard else record_to_dict(r), None, {"hard": hard}, ts=now))
+        return n
+
+    def delete_where(self, namespace: NamespaceLike, filter: Mapping[str, Any] | None = None, *, hard: bool = False,
+                     actor: Actor | None = None, reason: str = "delete by filter", now: datetime | None = None) -> int:
+        ns = parse_namespace(namespace)
+        records = self.service.backend.scroll(ns, filter=dict(filter) if filter else None, limit=10_000_000)
+        if not records:
+            return 0
+        return self.delete([r.id for r in records], hard=hard, actor=actor, reason=reason, now=now)
+
+    def restore(self, id: str, *, actor: Actor | None = None, now: datetime | None = None) -> MemoryRecord:
+        """Bring back a soft-deleted, superseded or evicted memory (same id, re-embedded)."""
+        now = as_utc(now) if now is not None else utcnow()
+        got = self.audit.trash_get(id)
+        if got is None:
+            raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
+        rec, kind = got
+        vec = self.service.embedder.embed_documents([rec.content])
+        self.service.backend.upsert([rec], vec)
+        self.audit.trash_remove(id)
+        actor = actor or Actor()
+        self.audit.record(AuditEvent("restore", id, ns_key(rec.namespace), actor.agent, actor.thread_id, actor.run_id,
+                                     f"restored from {kind}", None, record_to_dict(rec), ts=now))
+        return rec
+
+    def forget_user(self, user_id: str, *, actor: Actor | None = None, now: datetime | None = None) -> ForgetReport:
+        """Remove every memory, trashed copy and audit row of one user; prove it with counts.
+
+        A user's namespaces are those with ``user_id`` as a label after the first
+        (``user_profile/u1``, ``text2sql_memories/u1``, ``domain_facts/u1/x`` ...).
+        """
+        if not isinstance(user_id, str) or not user_id or "/" in user_id:
+            raise InvalidInput("user_id must be a non-empty label without '/'")
+        now = as_utc(now) if now is not None else utcnow()
+        targets = sorted({ns for ns, _ in self.service.backend.namespaces() if user_id in ns[1:]})
+        trash_ns = {r.namespace for r, _ in self.audit.trash_list(None, limit=1_000_000) if user_id in r.namespace[1:]}
+        deleted = 0
+        for ns in targets:
+            deleted += self.service.backend.delete(namespace=ns)
+        residue: dict[str, int] = {"rows": 0, "vectors": 0, "keyword_entries": 0, "audit_events": 0, "trash": 0}
+        for ns in sorted(set(targets) | trash_ns):
+            self.audit.purge(ns)
+        for ns in sorted(set(targets) | trash_ns):
+            res = self.audit.residue(ns)
+            residue["audit_events"] += res["audit_events"]
+            residue["trash"] += res["trash"]
+            backend_residue = getattr(self.service.backend, "residue", None)
+            if callable(backend_residue):
+                for k, v in backend_residue(ns).items():
+                    residue[k] = residue.get(k, 0) + v
+            else:
+                residue["rows"] += self.service.backend.count(ns, include_expired=True)  # type: ignore[call-arg]
+        actor = actor or Actor()
+        # One event without content survives, so the deletion itself is auditable.
+        self.audit.record(AuditEvent("forget_user", None, None, actor.agent, actor.thread_id, actor.run_id,
+                                     f"forget user (deleted {deleted})",
+                                     details={"namespaces_count": len(targets), "deleted": deleted}, ts=now))
+        return ForgetReport(user_id, tuple(ns_key(n) for n in targets), deleted, residue)
+
+    def close(self) -> None:
+        self.service.close()
+        self.audit.close()
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+

@@ -1,0 +1,116 @@
+"""LangChain tools for the Supervisor: memory_search / write / update / delete / route / summarize.
+
+Namespaces are filled from the graph's user id (``configurable.user_id`` or
+``configurable.langgraph_user_id``, else ``context.user_id``); the model never chooses a user.
+Only the Supervisor gets these tools; sub-agents receive injected context instead.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, tool
+
+from memory.errors import MemoryLayerError
+from memory.policy.manager import Actor, MemoryManager
+from memory.policy.routing import read_namespaces
+
+ANONYMOUS = "anonymous"
+MemoryType = Literal["user_profile", "domain_facts", "task_traces", "tool_effects"]
+
+
+def user_id_from_config(config: RunnableConfig | None) -> str:
+    conf = (config or {}).get("configurable", {}) or {}
+    uid = conf.get("user_id") or conf.get("langgraph_user_id")
+    if not uid:
+        ctx = conf.get("__pregel_runtime")
+        uid = getattr(getattr(ctx, "context", None), "user_id", None)
+    uid = str(uid).strip() if uid else ANONYMOUS
+    return uid.replace("/", "_") or ANONYMOUS
+
+
+def _actor(config: RunnableConfig | None) -> Actor:
+    conf = (config or {}).get("configurable", {}) or {}
+    return Actor(agent="supervisor", thread_id=conf.get("thread_id"), run_id=str((config or {}).get("run_id") or "") or None)
+
+
+def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
+    if mtype in ("user_profile", "domain_facts"):
+        return (mtype, uid)
+    return (f"{agent or 'supervisor'}_memories", uid)
+
+
+def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
+    """Tools bound to one manager. Errors come back as text the model can act on."""
+
+    @tool
+    def memory_search(query: str, config: RunnableConfig, top_k: int = 5, agent: str | None = None) -> str:
+        """Search the user's long-term memory (profile, facts, and an agent's memories). Returns JSON hits."""
+        uid = user_id_from_config(config)
+        try:
+            hits = manager.recall(query, read_namespaces(uid, agent), top_k=top_k, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_search failed: {exc}"
+        return json.dumps([{"id": h.record.id, "content": h.record.content, "type": h.record.metadata.type,
+                            "score": round(h.score, 3)} for h in hits], ensure_ascii=False)
+
+    @tool
+    def memory_write(content: str, memory_type: MemoryType, config: RunnableConfig, agent: str | None = None) -> str:
+        """Remember something durable about the user: a preference, a definition, a conclusion, SQL or a file path."""
+        uid = user_id_from_config(config)
+        try:
+            res = manager.remember(content, _ns(memory_type, uid, agent), {"type": memory_type, "source": "supervisor"},
+                                   actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_write failed: {exc}"
+        return json.dumps({"status": res.status, "id": res.id, "judgement": res.judgement}, ensure_ascii=False)
+
+    @tool
+    def memory_update(memory_id: str, content: str, config: RunnableConfig) -> str:
+        """Replace the content of one of the user's memories (by id from memory_search)."""
+        uid = user_id_from_config(config)
+        try:
+            rec = manager.service.get(memory_id)
+            if uid not in rec.namespace[1:]:
+                return "memory_update failed: that memory belongs to another user"
+            new = manager.update(memory_id, content, actor=_actor(config), reason="memory_update tool")
+        except MemoryLayerError as exc:
+            return f"memory_update failed: {exc}"
+        return json.dumps({"status": "updated", "id": new.id})
+
+    @tool
+    def memory_delete(memory_id: str, config: RunnableConfig) -> str:
+        """Delete (restorably) one of the user's memories by id."""
+        uid = user_id_from_config(config)
+        try:
+            rec = manager.service.get(memory_id)
+            if uid not in rec.namespace[1:]:
+                return "memory_delete failed: that memory belongs to another user"
+            n = manager.delete(memory_id, actor=_actor(config), reason="memory_delete tool")
+        except MemoryLayerError as exc:
+            return f"memory_delete failed: {exc}"
+        return json.dumps({"deleted": n})
+
+    @tool
+    def memory_route(message: str, config: RunnableConfig) -> str:
+        """Decide whether a message should be stored and whether memory should be read for it."""
+        d = manager.route(message, user_id_from_config(config))
+        return json.dumps({"should_read": d.should_read, "should_write": d.should_write,
+                           "memory_type": d.memory_type, "top_k": d.top_k, "reason": d.reason}, ensure_ascii=False)
+
+    @tool
+    def memory_summarize(goal: str, config: RunnableConfig, max_tokens: int = 300, agent: str | None = None) -> str:
+        """Summarise what memory knows that is relevant to a goal, within a token budget."""
+        uid = user_id_from_config(config)
+        try:
+            hits = manager.recall(goal, read_namespaces(uid, agent), top_k=10, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_summarize failed: {exc}"
+        return manager.summarize(hits, goal, max_tokens) or "(nothing relevant in memory)"
+
+    return [memory_search, memory_write, memory_update, memory_delete, memory_route, memory_summarize]
+
+
+__all__ = ["ANONYMOUS", "make_memory_tools", "user_id_from_config"]
