@@ -77,16 +77,23 @@ def _manager(**overrides: Any) -> Iterator[Any]:
         mm.close()
 
 
+def _error(exc: BaseException) -> None:
+    # Plain text on one line: user input may contain [brackets] that rich would read as markup,
+    # and scripts grep for the "error:" prefix.
+    msg = " ".join(str(exc).split())
+    sys.stderr.write(f"error: {msg}\n")
+
+
 def _errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except (InvalidInput, NotFound) as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            _error(exc)
             raise typer.Exit(2) from None
         except MemoryLayerError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            _error(exc)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -123,9 +130,9 @@ def add(
 ) -> None:
     """Store one memory (deduplicated and merged by the write policy unless --raw)."""
     if text == "-":
-        raw = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read()
         try:
-            text = raw.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidInput(f"stdin is not valid UTF-8 (bad byte at {exc.start}); nothing was stored") from exc
     meta: dict[str, Any] = {"source": source, "tags": tag or []}

@@ -54,6 +54,13 @@ def validate_filter(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
                 raise InvalidFilter(f"filter on {key!r}: {op} needs a list of values")
         else:
             op, val = "$eq", cond
+        scalars = val if op in ("$in", "$nin") else [val]
+        for v in scalars:
+            if isinstance(v, Mapping | list | tuple | set) and key not in _TIME_KEYS:
+                raise InvalidFilter(
+                    f"filter on {key!r}: {v!r} is not a plain value; compare with a string, number or "
+                    "bool, or use {'$in': [...]} for several"
+                )
         if key == "tags" and op not in ("$eq", "$ne", "$in", "$nin"):
             raise InvalidFilter(f"filter on 'tags': {op} is not supported; use $eq/$ne/$in/$nin")
         if key in _TIME_KEYS:

@@ -76,6 +76,12 @@ def parse_namespace(ns: NamespaceLike) -> Namespace:
 
 def parse_namespaces(namespaces: NamespaceLike | Iterable[NamespaceLike]) -> list[Namespace]:
     """Accept one namespace or several; a bare string or a tuple of strings is one namespace."""
+    if isinstance(namespaces, bytes | bytearray):
+        raise InvalidNamespace("namespace must be text, not bytes; decode it first")
+    if namespaces is None or not isinstance(namespaces, str | Iterable):
+        raise InvalidNamespace(
+            f"namespaces must be a string like 'user_profile/u1' or a list of them, got {type(namespaces).__name__}"
+        )
     if isinstance(namespaces, str) or (
         isinstance(namespaces, tuple) and all(isinstance(x, str) for x in namespaces)
     ):

@@ -42,8 +42,13 @@ def keyword_part(bm25: float | None, max_bm25: float, k: float) -> float:
     return (bm25 / (bm25 + k)) * (bm25 / max_bm25)
 
 
-def similarity(vector: float, keyword: float, vector_weight: float) -> float:
-    return vector_weight * vector + (1.0 - vector_weight) * keyword
+def similarity(vector: float, keyword: float, vector_weight: float, vector_floor: float = 0.0) -> float:
+    """Weighted fusion; keywords can add to a strong vector match but never bury it.
+
+    ``vector_floor`` * vector is a lower bound: a memory in another language than the query
+    (no shared terms) is not outranked by one that merely shares a generic word.
+    """
+    return max(vector_weight * vector + (1.0 - vector_weight) * keyword, vector_floor * vector)
 
 
 def score_candidates(
@@ -59,7 +64,7 @@ def score_candidates(
     for c in candidates:
         vec = max(0.0, c.vector_score or 0.0)
         kw = keyword_part(c.keyword_score, max_bm25, cfg.bm25_k)
-        sim = similarity(vec, kw, wv)
+        sim = similarity(vec, kw, wv, cfg.vector_floor)
         d = decay(age_days(c.record, now), cfg.decay_lambda)
         b = boost(c.record, cfg.type_boosts, cfg.source_boosts)
         s = cfg.alpha * sim + cfg.beta * d + cfg.gamma * b

@@ -24,6 +24,19 @@ from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, SearchHit,
 from memory.settings import MemorySettings
 
 
+MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default anyway
+
+
+def _now(value: object) -> datetime:
+    """An explicit ``now`` (datetime, ISO string or epoch seconds), or the wall clock."""
+    if value is None:
+        return utcnow()
+    try:
+        return as_utc(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError, OSError) as exc:
+        raise InvalidInput(f"not a timestamp: {value!r:.60}; pass a datetime or an ISO-8601 string") from exc
+
+
 def clean_content(content: object, max_chars: int) -> str:
     """Validate memory text: a non-empty, valid UTF-8 ``str`` of sane length.
 
@@ -127,10 +140,11 @@ class MemoryService:
     def _build(self, item: NewMemory, now: datetime) -> MemoryRecord:
         text = clean_content(item.content, self.settings.max_content_chars)
         ns = parse_namespace(item.namespace)
-        created = as_utc(item.created_at) if item.created_at is not None else now
+        created = _now(item.created_at) if item.created_at is not None else now
         ttl = item.ttl_days if item.ttl_days is not None else self.settings.default_ttl_days
-        if ttl is not None and ttl <= 0:
-            raise InvalidInput(f"ttl_days must be positive, got {ttl}")
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float)
+                                or not 0 < ttl <= MAX_TTL_DAYS):
+            raise InvalidInput(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS}, got {ttl!r}; omit it to keep forever")
         try:
             return MemoryRecord(
                 id=item.id or new_id(),
@@ -146,7 +160,7 @@ class MemoryService:
 
     def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
         """Validate all items first, then embed in batches and upsert; all-or-nothing."""
-        now = as_utc(now) if now is not None else utcnow()
+        now = _now(now)
         records = [self._build(it, now) for it in items]
         if not records:
             return []
@@ -183,7 +197,7 @@ class MemoryService:
             NotFound: no live memory has this id.
         """
         old = self.get(id)
-        now = as_utc(now) if now is not None else utcnow()
+        now = _now(now)
         text = clean_content(content, self.settings.max_content_chars) if content is not None else old.content
         meta = _metadata(metadata) if metadata is not None else old.metadata
         new = old.model_copy(update={"content": text, "metadata": meta, "updated_at": now})
@@ -196,13 +210,19 @@ class MemoryService:
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed."""
-        id_list = [ids] if isinstance(ids, str) else list(ids)
+        if isinstance(ids, str):
+            id_list = [ids]
+        elif isinstance(ids, Sequence | set) and all(isinstance(i, str) for i in ids):
+            id_list = list(ids)
+        else:
+            raise InvalidInput(f"delete takes an id string or a list of id strings, got {ids!r:.60}")
         if not id_list:
             raise InvalidInput("delete needs at least one id")
         return self.backend.delete(id_list)
 
     def delete_namespace(self, namespace: NamespaceLike, *, filter: Mapping[str, Any] | None = None) -> int:
         """Delete everything under a namespace prefix (optionally only what matches a filter)."""
+        validate_filter(filter)
         return self.backend.delete(namespace=parse_namespace(namespace), filter=dict(filter) if filter else None)
 
     # ------------------------------------------------------------------ reads
@@ -234,9 +254,9 @@ class MemoryService:
         if not isinstance(k, int) or k < 1:
             raise InvalidInput(f"top_k must be a positive integer, got {k!r}")
         ns = tuple(parse_namespaces(namespaces))
+        validate_filter(filter)
         flt = dict(filter) if filter else None
-        validate_filter(flt)
-        now = as_utc(now) if now is not None else utcnow()
+        now = _now(now)
         vec = self.embedder.embed_query(query.strip())
         cands = self.backend.query(
             MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
@@ -249,6 +269,7 @@ class MemoryService:
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
         """Current memories under a namespace prefix, newest first."""
+        validate_filter(filter)
         return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
                                    limit=limit, offset=offset)
 

@@ -44,6 +44,7 @@ class ScoringSettings(BaseModel):
     gamma: float = Field(0.05, ge=0)
     decay_lambda: float = Field(0.01, ge=0, description="per day; 0.01 halves in ~69 days")
     vector_weight: float = Field(0.5, ge=0, le=1, description="share of sim from the vector channel")
+    vector_floor: float = Field(0.8, ge=0, le=1, description="sim >= vector_floor * vector (keywords never bury a strong vector match)")
     bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0

@@ -371,12 +371,15 @@ class SqliteBackend(AsyncMixin):
             return []
         qvec: np.ndarray | None = None
         if q.vector is not None:
-            qvec = np.asarray(q.vector, dtype=np.float32).reshape(-1)
-            if qvec.shape[0] != self.dim:
+            qvec = np.asarray(q.vector, dtype=np.float32)
+            if qvec.ndim != 1 or qvec.shape[0] != self.dim:
                 raise SchemaMismatch(
-                    f"query vector has dimension {qvec.shape[0]}, the store holds {self.dim}-d "
+                    f"query vector has dimension {qvec.shape[-1] if qvec.ndim else 0} (shape {tuple(qvec.shape)}), "
+                    f"the store holds {self.dim}-d "
                     f"vectors of {self.embedding_model!r}"
                 )
+            if not np.isfinite(qvec).all():
+                raise InvalidInput("query vector contains NaN or infinity")
         match = fts_query(q.text) if q.text else None
         now = q.now.timestamp()
         with self._lock, self._translate():

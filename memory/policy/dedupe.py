@@ -22,7 +22,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from memory.text import tokenize
+from memory.text import STOPWORDS, tokenize
 
 Label = Literal["duplicate", "conflict", "distinct"]
 
@@ -101,7 +101,8 @@ STRONG_CUES = re.compile(
     r"而不是|不是.{0,12}了|重新核算|重新算|重新计算|有误|搞错|写错|其实是|实际是|实际上是|下调|上调|调到|调整到|降到|降为|升到|"
     r"提高到|降低到|改成|改为|改用|换成|换为|调整为|调整成|更正|更新为|修正|不再|不要再|别再|以后不|现在改|已改|改到|推迟到|"
     r"提前到|延期到|变成|变为|取代"
-    r"|\b(?:instead|no longer|changed? (?:it |this |that )?to|switch(?:ed)? to|moved? to|update[ds]?:|actually|"
+    r"|\bupdate[ds]?\s*:|\bcorrection\s*:"
+    r"|\b(?:instead|no longer|changed? (?:it |this |that )?to|switch(?:ed)? to|moved? to|actually|"
     r"correction|not .* anymore|any more|postponed|pushed (?:back )?to|(?:raised|lowered|cut|increased|decreased|"
     r"reduced|bumped) to|rescheduled|replaced? (?:by|with)|rather than)\b",
     re.IGNORECASE,
@@ -192,6 +193,10 @@ _TRIVIAL = frozenset(
     "a an the this that these those of to please just now also then so and or it its is are was were be "
     "user user's users's 的 了 呢 吧 啊 就 行 中 里 请 把 都 也 要 还 在 是 为".split()
 )
+
+
+# Function characters/words: a slot made only of these changes wording, not the fact.
+_LIGHT = frozenset("用以后都把将于在对给为被让着过得地就才又也还再中里上下所其之与及和或") | STOPWORDS
 
 
 def _diff_seq(text: str) -> list[str]:
@@ -294,6 +299,8 @@ def judge(
         # the subject or scope -> another fact. Only a value slot changes the same fact.
         for _, i1, i2, j1, j2 in replaces:
             sa_, sb_ = a[i1:i2], b[j1:j2]
+            if all(t in _LIGHT for t in sa_ + sb_):
+                continue
             at_end = i2 >= len(a) - 1 or j2 >= len(b) - 1
             kind_a, kind_b = _slot_kind(sa_), _slot_kind(sb_)
             if i1 == 0 and not at_end:
@@ -309,12 +316,21 @@ def judge(
                 return Judgement("distinct", f"other scope value: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
             if kind_a == kind_b == "word":
                 return Judgement("distinct", f"other object: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
-        _, i1, i2, j1, j2 = replaces[-1]
+        heavy = [op for op in replaces if not all(t in _LIGHT for t in a[op[1]:op[2]] + b[op[3]:op[4]])]
+        if not heavy:
+            return Judgement("duplicate", "same statement, only function words differ", cosine, overlap)
+        _, i1, i2, j1, j2 = heavy[-1]
         return Judgement("conflict", f"same statement, new value: {' '.join(a[i1:i2])} -> {' '.join(b[j1:j2])}",
                          cosine, overlap)
     if cue and (cosine >= related_cosine or overlap >= 0.3):
         return Judgement("conflict", "explicit change cue", cosine, overlap)
     if changed and cosine >= related_cosine:
+        # Values differ but the statements do not share a template: only a conflict when the
+        # rest (the subject and attribute words) is the same.
+        wa = {t for t in a if not _is_value_token(t) and t not in _LIGHT}
+        wb = {t for t in b if not _is_value_token(t) and t not in _LIGHT}
+        if wa and wb and len(wa & wb) / len(wa | wb) < 0.6:
+            return Judgement("distinct", f"values differ and so do the subjects (cos {cosine:.2f})", cosine, overlap)
         return Judgement("conflict", f"value changed: {', '.join(changed)}", cosine, overlap)
     if same_signature and cosine >= dup_cosine:
         return Judgement("duplicate", f"paraphrase (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
