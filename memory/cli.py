@@ -365,20 +365,27 @@ def _progress() -> Progress:
 @app.command()
 @_errors
 def bench(
-    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "10000,100000",
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "1000,10000,100000",
     queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
-    out_file: Annotated[Path | None, typer.Option("--out", help="Also write the JSON here")] = None,
+    systems: Annotated[str, typer.Option(help="Comma-separated: sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff")]
+    = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
+    out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
+    plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
-    """Search latency and write throughput against baselines, same corpus and embedder, one process."""
+    """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
     import platformdirs
 
-    from memory.bench import run_bench
+    from memory.bench import plot, run_bench
 
+    known = {"sqlite", "qdrant", "numpy", "inmemory", "langgraph-sqlite", "handoff"}
     try:
         size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
     except ValueError:
         raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    system_list = tuple(x.strip() for x in systems.split(",") if x.strip())
+    if not set(system_list) <= known or not system_list:
+        raise InvalidInput(f"--systems must be a comma-separated subset of {sorted(known)}")
     if not size_list or min(size_list) < 20 or queries < 1:
         raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
     cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
@@ -390,18 +397,22 @@ def bench(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done)
 
-        result = run_bench(size_list, queries=queries, cache_dir=cache, progress=progress)
-    if out_file:
-        out_file.write_text(json.dumps(result, indent=2))
+        result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
+    out_file.write_text(json.dumps(result, indent=2))
+    plot(result, plot_file)
     if as_json:
         _print_json(result)
         return
-    t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "queries")
+    t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "RSS MiB", "queries")
     for r in result["results"]:
-        w = r["write_per_s"]
+        w, m = r["write_per_s"], r["rss_mb"]
         t.add_row(r["system"], str(r["n"]), f"{r['search_p50_ms']:.2f}", f"{r['search_p95_ms']:.2f}",
-                  "-" if w is None else f"{w:.0f}", str(r["queries"]))
+                  "-" if w is None else f"{w:.0f}", "-" if m is None else f"{m:.0f}", str(r["queries"]))
     out.print(t)
+    if result["handoff_overhead"]:
+        for n, h in result["handoff_overhead"].items():
+            out.print(f"handoff pre+post overhead at {n}: p50 {h['p50_ms']:.2f} ms, p95 {h['p95_ms']:.2f} ms")
+    out.print(f"wrote {out_file} and {plot_file}")
 
 
 @eval_app.command("retrieval")
