@@ -48,8 +48,12 @@ class MemoryBackend(Protocol):
         *,
         namespace: Namespace | None = None,
         filter: dict[str, Any] | None = None,
+        include_expired: bool = True,
     ) -> int:
-        """Delete by ids, or everything under a namespace prefix matching a filter. Returns the count."""
+        """Delete by ids, or everything under a namespace prefix matching a filter. Returns the count.
+
+        Expired records are deleted too unless ``include_expired`` is False (the TTL sweeper
+        relies on it)."""
 
     def scroll(
         self,
@@ -58,11 +62,14 @@ class MemoryBackend(Protocol):
         filter: dict[str, Any] | None = None,
         limit: int = 100,
         offset: int = 0,
+        include_expired: bool = False,
     ) -> list[MemoryRecord]:
-        """Records under a namespace prefix, newest first (``updated_at``), paginated."""
+        """Records under a namespace prefix, newest first (``updated_at``), paginated.
+        Expired records are left out unless ``include_expired``."""
 
-    def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None) -> int:
-        """Number of records under a namespace prefix (all namespaces when None)."""
+    def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
+              include_expired: bool = False) -> int:
+        """Number of live records under a namespace prefix (all namespaces when None)."""
 
     def namespaces(self) -> list[tuple[Namespace, int]]:
         """Every namespace holding records, with its record count."""

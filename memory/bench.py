@@ -155,7 +155,7 @@ def _bench_ours(backend: str, settings: MemorySettings, emb: Embedder, texts: li
     rss = _rss_mb() - rss0
     lat = _time_searches(lambda q: svc.search(q, "bench", top_k=10), qs)
     t = time.perf_counter()
-    svc.write_many(NewMemory(f"new memory {k}: {texts[k]}", ("bench", "new")) for k in range(write_sample))
+    svc.write_many(NewMemory(f"new memory {k}: {texts[k % n]}", ("bench", "new")) for k in range(write_sample))
     w = write_sample / (time.perf_counter() - t)
     svc.close()
     return Result(f"memory-{backend}", n, statistics.median(lat), _pct(lat, 0.95), w, len(qs), rss)
@@ -204,7 +204,7 @@ def _bench_langgraph(kind: str, emb: Embedder, texts: list[str], vecs: np.ndarra
     m = min(write_sample, 200)
     t = time.perf_counter()
     for k in range(m):
-        store.put(("bench", "new"), f"w{k}", {"text": f"new memory {k}: {texts[k]}"})
+        store.put(("bench", "new"), f"w{k}", {"text": f"new memory {k}: {texts[k % n]}"})
     w = m / (time.perf_counter() - t)
     name = "langgraph-inmemory" if kind == "inmemory" else "langgraph-sqlite-vec"
     return Result(name, n, statistics.median(lat), _pct(lat, 0.95), w, len(qs), rss)

@@ -477,5 +477,14 @@ def eval_dedupe(
     out.print(t)
 
 
+def _register_migrate() -> None:
+    from memory.migrate import register
+
+    register(app, load_settings=_settings)
+
+
+_register_migrate()
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -3,7 +3,9 @@
 Protocol (the issue's, kept exact so figures are comparable):
 
 * every turn becomes one memory in namespace ``eval/<conversation_id>``, ``created_at`` = its
-  session date, content ``"<speaker>: <text>"`` plus the image caption when there is one;
+  session date, content ``"<speaker>: <text>"`` plus the image caption when there is one; the
+  previous turn of the same session is attached as retrieval context (``context_turns``), as a
+  conversational memory writer would (see :func:`memory.records.index_text`);
 * each conversation is evaluated as of its last session date (the ``now`` for decay);
 * each question is searched within its own conversation only;
 * questions with empty ``evidence`` and adversarial ones (category 5) are skipped;
@@ -106,6 +108,16 @@ def _ns(conv: str) -> tuple[str, str]:
     return ("eval", conv.replace("/", "_").replace("\\", "_").strip() or "conv")
 
 
+def _turn_extra(turns: list[Turn], j: int, context_turns: int) -> dict[str, Any]:
+    """dia_id plus, as retrieval context, the previous turn(s) of the same session."""
+    extra: dict[str, Any] = {"dia_id": turns[j].dia_id}
+    prev = [turns[k].content for k in range(max(0, j - context_turns), j)
+            if turns[k].session_date == turns[j].session_date]
+    if prev:
+        extra["context"] = "\n".join(prev)
+    return extra
+
+
 def _metrics(ranks: list[int | None], ks: tuple[int, ...]) -> dict[str, float | int]:
     n = len(ranks)
     out: dict[str, float | int] = {"n": n}
@@ -122,6 +134,7 @@ def run_retrieval_eval(
     conversations: Iterable[str] | None = None,
     ks: tuple[int, ...] = (5, 10),
     mrr_depth: int = 50,
+    context_turns: int = 1,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     turns, questions = load_dataset(data_dir)
@@ -137,12 +150,13 @@ def run_retrieval_eval(
     t0 = time.perf_counter()
     for conv, conv_turns in turns.items():
         for i in range(0, len(conv_turns), 256):
-            chunk = conv_turns[i : i + 256]
+            chunk = range(i, min(len(conv_turns), i + 256))
             svc.write_many(
-                NewMemory(t.content, _ns(conv), {"type": "conversation", "source": "locomo",
-                                                  "extra": {"dia_id": t.dia_id}},
-                          created_at=t.session_date)
-                for t in chunk
+                NewMemory(conv_turns[j].content, _ns(conv),
+                          {"type": "conversation", "source": "locomo",
+                           "extra": _turn_extra(conv_turns, j, context_turns)},
+                          created_at=conv_turns[j].session_date)
+                for j in chunk
             )
             done += len(chunk)
             if progress:

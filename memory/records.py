@@ -152,6 +152,17 @@ class SearchHit:
         return {**record_to_dict(self.record), "score": self.breakdown.as_dict()}
 
 
+def index_text(r: MemoryRecord) -> str:
+    """The text that is embedded and keyword-indexed for a record.
+
+    It is the content, preceded by retrieval context when the writer put some in
+    ``metadata.extra["context"]`` (e.g. the previous turn of a conversation, which often holds
+    what "this" or "it" refers to). The context helps find the memory; it is not part of it.
+    """
+    ctx = r.metadata.extra.get("context")
+    return f"{ctx}\n{r.content}" if isinstance(ctx, str) and ctx.strip() else r.content
+
+
 def record_to_dict(r: MemoryRecord) -> dict[str, Any]:
     """JSON-ready form used by the CLI's --json output."""
     return {

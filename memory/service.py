@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 
+import numpy as np
+
 from memory import scoring
 from memory.backend import MemoryBackend
 from memory.backends import open_backend
@@ -20,7 +22,15 @@ from memory.embeddings import Embedder, get_embedder
 from memory.errors import InvalidContent, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import NamespaceLike, parse_namespace, parse_namespaces
-from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, SearchHit, as_utc, new_id, utcnow
+from memory.records import (
+    MemoryMetadata,
+    MemoryQuery,
+    MemoryRecord,
+    SearchHit,
+    as_utc,
+    new_id,
+    utcnow,
+)
 from memory.settings import MemorySettings
 
 
@@ -158,13 +168,31 @@ class MemoryService:
         except ValueError as exc:
             raise InvalidInput(f"invalid memory: {exc}") from exc
 
+    def embed_records(self, records: Sequence[MemoryRecord]) -> np.ndarray:
+        """One vector per record: its content, nudged towards its retrieval context if it has one.
+
+        ``v = normalise(embed(content) + context_weight * embed(context))``. Embedding the
+        concatenated text instead let a long previous turn drown the memory itself (zh/en set
+        MRR .70 -> .49); a weighted sum keeps the content dominant (MRR .67) while LoCoMo still
+        gains most of the context's recall (R@10 .68 -> .76 on the tuning conversations).
+        """
+        vecs = self.embedder.embed_documents([r.content for r in records])
+        w = self.settings.context_weight
+        ctx = [r.metadata.extra.get("context") for r in records]
+        idx = [i for i, c in enumerate(ctx) if isinstance(c, str) and c.strip()]
+        if idx and w > 0:
+            vecs = np.array(vecs, dtype=np.float32)
+            vecs[idx] += w * self.embedder.embed_documents([ctx[i] for i in idx])  # type: ignore[misc]
+            vecs[idx] /= np.linalg.norm(vecs[idx], axis=1, keepdims=True)
+        return vecs
+
     def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
         """Validate all items first, then embed in batches and upsert; all-or-nothing."""
         now = _now(now)
         records = [self._build(it, now) for it in items]
         if not records:
             return []
-        vectors = self.embedder.embed_documents([r.content for r in records])
+        vectors = self.embed_records(records)
         self.backend.upsert(records, vectors)
         return records
 
@@ -201,10 +229,7 @@ class MemoryService:
         text = clean_content(content, self.settings.max_content_chars) if content is not None else old.content
         meta = _metadata(metadata) if metadata is not None else old.metadata
         new = old.model_copy(update={"content": text, "metadata": meta, "updated_at": now})
-        if content is not None and text != old.content:
-            vec = self.embedder.embed_documents([text])
-        else:
-            vec = self.embedder.embed_documents([old.content])
+        vec = self.embed_records([new])
         self.backend.upsert([new], vec)
         return new
 

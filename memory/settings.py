@@ -135,6 +135,9 @@ class MemorySettings(BaseSettings):
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
     max_content_chars: int = Field(20_000, ge=1)
+    context_weight: float = Field(
+        0.3, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"
+    )
     default_ttl_days: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")

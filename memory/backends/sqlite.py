@@ -30,7 +30,15 @@ from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
 from memory.filters import matches, validate_filter
 from memory.namespace import Namespace, ancestors, ns_key
-from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, ScoredMemory, as_utc, utcnow
+from memory.records import (
+    MemoryMetadata,
+    MemoryQuery,
+    MemoryRecord,
+    ScoredMemory,
+    as_utc,
+    index_text,
+    utcnow,
+)
 from memory.text import fts_document, tokenize
 
 T = TypeVar("T")
@@ -289,7 +297,7 @@ class SqliteBackend(AsyncMixin):
                 conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
-                    (rid, _ns_terms(r.namespace), fts_document(r.content)),
+                    (rid, _ns_terms(r.namespace), fts_document(index_text(r))),
                 )
                 self._index.add(rid, r.namespace, v)
 

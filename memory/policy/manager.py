@@ -150,7 +150,7 @@ class MemoryManager:
         if ttl_days is None:
             ttl_days = self.policy.ttl_days.get(meta.type)
         record = self.service.build_record(NewMemory(content, ns, meta, created_at=now, ttl_days=ttl_days), now)
-        vec = self.service.embedder.embed_documents([record.content])
+        vec = self.service.embed_records([record])
         neighbours = self.service.backend.query(MemoryQuery(
             namespaces=(ns,), vector=vec[0], text=record.content, limit=self.policy.neighbours, now=now))
         neighbours = [n for n in neighbours if n.record.namespace == ns]
@@ -218,7 +218,7 @@ class MemoryManager:
             "expires_at": now + timedelta(days=ttl_days) if ttl_days is not None else None,
         })
         if vec is None or content is None:
-            vec = self.service.embedder.embed_documents([text])
+            vec = self.service.embed_records([new])
         self.service.backend.upsert([new], vec)
         return new
 
@@ -360,7 +360,7 @@ class MemoryManager:
         if got is None:
             raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
         rec, kind = got
-        vec = self.service.embedder.embed_documents([rec.content])
+        vec = self.service.embed_records([rec])
         self.service.backend.upsert([rec], vec)
         self.audit.trash_remove(id)
         actor = actor or Actor()

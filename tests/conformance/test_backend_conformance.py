@@ -352,11 +352,13 @@ def test_two_processes_share_one_file(backend_factory, tmp_path):
         put(b, (rec("a", "n/x", "first"), unit(0)))
         assert ids(b.query(q("n/x", unit(5)))) == ["a"]  # index warm before the other process writes
         args = [sys.executable, "-c", _WRITER, str(tmp_path / "store.sqlite"), MODEL, str(DIM)]
-        subprocess.run([*args, "write"], check=True, timeout=60)
+        w = subprocess.run([*args, "write"], timeout=60, capture_output=True, text=True)
+        assert w.returncode == 0, w.stderr
         res = b.query(q("n/x", unit(5), text="another process", limit=10))
         assert ids(res)[0] == "from-other"  # visible without reopening
         assert res[0].vector_score == pytest.approx(1.0, abs=1e-5)
-        out = subprocess.run([*args, "delete"], check=True, timeout=60, capture_output=True, text=True)
+        out = subprocess.run([*args, "delete"], timeout=60, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == 1
         assert ids(b.query(q("n/x", unit(0), limit=10))) == ["from-other"]
         assert b.count() == 1

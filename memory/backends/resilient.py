@@ -1,0 +1,553 @@
+"""Keep the caller's flow going while the primary backend (a Qdrant server) is down.
+
+:class:`ResilientBackend` wraps any :class:`~memory.backend.MemoryBackend`:
+
+* **Retries** — only :class:`BackendUnavailable` (the backends translate connection
+  failures, timeouts and 5xx into it), with exponential backoff and full jitter, at most
+  ``retry_attempts`` tries, and never starting a try that could not finish within
+  ``retry_max_s`` of the call's start. 4xx, validation and schema errors go straight to the
+  caller. After a failed call the primary is left alone for ``cooldown_s``, so an outage
+  costs each later call nothing until the next probe.
+* **Writes are never lost** — an upsert or delete the primary cannot take is appended to a
+  durable outbox (a small SQLite file, committed before the call returns) and acknowledged.
+  Once the primary answers again, the outbox is replayed in order, one op per transaction,
+  before any newer write; replays are idempotent (upsert by id, delete by ids/filter), so an
+  op replayed twice after a crash leaves the same state. While ops are pending, new writes
+  queue behind them, which keeps the order.
+* **Searches degrade** — with ``dual_write`` a local :class:`SqliteBackend` mirror receives
+  every acknowledged write and answers reads while the primary is down; without it a search
+  returns ``[]``, and the degradation is logged and counted (``degraded_searches``,
+  ``warnings``). Other reads without a mirror raise :class:`BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from memory.backend import AsyncMixin, MemoryBackend
+from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
+from memory.filters import validate_filter
+from memory.namespace import Namespace
+from memory.records import MemoryQuery, MemoryRecord, ScoredMemory
+from memory.settings import MemorySettings
+
+T = TypeVar("T")
+log = logging.getLogger("memory.resilient")
+
+
+def _json_default(o: Any) -> Any:
+    # Filters may hold datetimes and sets; validate_filter accepts ISO strings and lists back.
+    if isinstance(o, datetime | date):
+        return o.isoformat()
+    if isinstance(o, set | frozenset | tuple):
+        return list(o)
+    raise TypeError(f"cannot store {type(o).__name__} in the outbox")
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxOp:
+    """One pending write. ``kind`` is "upsert" (records + vectors) or "delete" (ids/namespace/filter)."""
+
+    seq: int
+    kind: str
+    records: list[MemoryRecord] | None = None
+    vectors: np.ndarray | None = None
+    ids: list[str] | None = None
+    namespace: Namespace | None = None
+    filter: dict[str, Any] | None = None
+
+    def apply(self, backend: MemoryBackend) -> None:
+        if self.kind == "upsert":
+            backend.upsert(self.records or [], self.vectors)  # type: ignore[arg-type]
+        else:
+            backend.delete(self.ids, namespace=self.namespace, filter=self.filter)
+
+
+class Outbox:
+    """A durable FIFO of writes (one SQLite file; ``":memory:"`` is not durable, for tests only).
+
+    Several processes may share the file: each replayed op is taken, applied and removed inside
+    one ``BEGIN IMMEDIATE`` transaction, so two drainers never apply ops out of order.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False,
+                                     isolation_level=None)
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: an acknowledged write must survive a power cut, not only a crash.
+            self._conn.execute("PRAGMA synchronous = FULL")
+        self._conn.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS ops (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,   -- replay order; never reused
+                kind TEXT NOT NULL,
+                body TEXT NOT NULL,
+                vectors BLOB,
+                created_at REAL NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS dead (
+                seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, body TEXT NOT NULL, vectors BLOB,
+                created_at REAL NOT NULL, error TEXT NOT NULL, failed_at REAL NOT NULL
+            );
+            """
+        )
+
+    def append_upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
+        vecs = np.ascontiguousarray(vectors, dtype="<f4")
+        body = json.dumps({"records": [r.model_dump(mode="json") for r in records], "dim": int(vecs.shape[1])})
+        return self._append("upsert", body, vecs.tobytes())
+
+    def append_delete(self, ids: Sequence[str] | None, namespace: Namespace | None,
+                      filter: dict[str, Any] | None) -> int:
+        body = json.dumps({"ids": None if ids is None else list(ids),
+                           "namespace": None if namespace is None else list(namespace),
+                           "filter": filter}, default=_json_default)
+        return self._append("delete", body, None)
+
+    def _append(self, kind: str, body: str, blob: bytes | None) -> int:
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT INTO ops (kind, body, vectors, created_at) VALUES (?, ?, ?, ?)",
+                (kind, body, blob, time.time()),
+            )
+            return int(cur.lastrowid or 0)
+
+    @staticmethod
+    def _decode(row: Sequence[Any]) -> OutboxOp:
+        seq, kind, body, blob = row
+        data = json.loads(body)
+        if kind == "upsert":
+            records = [MemoryRecord.model_validate(r) for r in data["records"]]
+            vecs = np.frombuffer(blob, dtype="<f4").reshape(len(records), data["dim"]).copy()
+            return OutboxOp(seq, kind, records=records, vectors=vecs)
+        ns = data.get("namespace")
+        return OutboxOp(seq, kind, ids=data.get("ids"), namespace=None if ns is None else tuple(ns),
+                        filter=data.get("filter"))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM ops").fetchone()[0])
+
+    def pending(self) -> list[OutboxOp]:
+        """Every queued op, oldest first (inspection and tests)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT seq, kind, body, vectors FROM ops ORDER BY seq").fetchall()
+        return [self._decode(r) for r in rows]
+
+    def dead_letters(self) -> list[tuple[int, str, str]]:
+        """(seq, kind, error) of ops the primary rejected for good."""
+        with self._lock:
+            return [(int(s), k, e) for s, k, e in
+                    self._conn.execute("SELECT seq, kind, error FROM dead ORDER BY seq")]
+
+    def drain(self, apply: Callable[[OutboxOp], None], *,
+              may_start: Callable[[], bool] | None = None) -> tuple[int, int]:
+        """Apply queued ops oldest first until the queue is empty or ``may_start()`` says stop.
+
+        ``apply`` raising :class:`BackendUnavailable` stops the drain (the op stays queued).
+        Any other error moves the op to the dead-letter table: a write the primary will never
+        accept (e.g. a schema change) must not block every write behind it.
+
+        Returns:
+            (applied, dead-lettered) counts.
+        """
+        applied = dead = 0
+        while may_start is None or may_start():
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = self._conn.execute(
+                        "SELECT seq, kind, body, vectors FROM ops ORDER BY seq LIMIT 1").fetchone()
+                    if row is None:
+                        self._conn.execute("COMMIT")
+                        return applied, dead
+                    try:
+                        apply(self._decode(row))
+                    except BackendUnavailable:
+                        self._conn.execute("COMMIT")
+                        raise
+                    except Exception as exc:  # permanent failure: park it, keep going
+                        log.error("outbox op %s (%s) rejected by the primary, moved to dead letters: %s",
+                                  row[0], row[1], exc)
+                        self._conn.execute(
+                            "INSERT INTO dead (seq, kind, body, vectors, created_at, error, failed_at)"
+                            " SELECT seq, kind, body, vectors, created_at, ?, ? FROM ops WHERE seq = ?",
+                            (f"{type(exc).__name__}: {exc}", time.time(), row[0]),
+                        )
+                        dead += 1
+                    else:
+                        applied += 1
+                    self._conn.execute("DELETE FROM ops WHERE seq = ?", (row[0],))
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+        return applied, dead
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+@dataclass
+class _Budget:
+    """One call's time budget: the first try of the primary always starts; a later one only if
+    it can finish (``attempt_timeout_s``) before the deadline. So no call waits on the primary
+    for longer than max(retry_max_s, attempt_timeout_s)."""
+
+    deadline: float
+    attempt_timeout_s: float
+    started: bool = False
+
+    def may_start(self, sleep_first: float = 0.0) -> bool:
+        if not self.started:
+            self.started = True
+            return True
+        return time.monotonic() + sleep_first + self.attempt_timeout_s <= self.deadline
+
+
+class ResilientBackend(AsyncMixin):
+    """Retries, a durable outbox and an optional local mirror around a primary backend.
+
+    Example:
+        >>> import numpy as np
+        >>> from memory.backends.resilient import ResilientBackend
+        >>> from memory.backends.sqlite import SqliteBackend
+        >>> from memory.records import MemoryRecord
+        >>> b = ResilientBackend(SqliteBackend(":memory:", embedding_model="demo", dim=2), outbox_path=":memory:")
+        >>> b.upsert([MemoryRecord(id="m1", namespace="n/u1", content="likes tea")], np.eye(2, dtype=np.float32)[:1])
+        >>> b.count(), b.outbox_pending
+        (1, 0)
+        >>> b.close()
+
+    Args:
+        primary: the backend to protect (any :class:`MemoryBackend`).
+        outbox_path: the durable outbox file.
+        mirror: a local backend receiving every acknowledged write and serving reads while
+            the primary is down (``dual_write``); None to degrade searches to ``[]``.
+        retry_attempts: tries per call on :class:`BackendUnavailable`.
+        retry_max_s: time budget of one call, retries included.
+        attempt_timeout_s: the longest one try of the primary can take (its request timeout);
+            a retry is only started if it can finish within the budget.
+        cooldown_s: how long to leave the primary alone after a call failed (default:
+            ``retry_max_s``).
+    """
+
+    def __init__(
+        self,
+        primary: MemoryBackend,
+        *,
+        outbox_path: str | Path,
+        mirror: MemoryBackend | None = None,
+        retry_attempts: int = 3,
+        retry_max_s: float = 10.0,
+        attempt_timeout_s: float = 5.0,
+        cooldown_s: float | None = None,
+    ):
+        if retry_attempts < 1 or retry_max_s <= 0 or attempt_timeout_s <= 0:
+            raise InvalidInput("retry_attempts must be >= 1 and the time limits positive")
+        if mirror is not None and (mirror.embedding_model, mirror.dim) != (primary.embedding_model, primary.dim):
+            raise SchemaMismatch("the mirror must use the same embedding model and dimension as the primary")
+        self.primary = primary
+        self.mirror = mirror
+        self.embedding_model = primary.embedding_model
+        self.dim = primary.dim
+        self.supports_keyword = primary.supports_keyword
+        self.retry_attempts = retry_attempts
+        self.retry_max_s = retry_max_s
+        self.attempt_timeout_s = attempt_timeout_s
+        self.cooldown_s = retry_max_s if cooldown_s is None else cooldown_s
+        self.outbox = Outbox(outbox_path, busy_timeout_s=max(30.0, 2 * attempt_timeout_s))
+        self._wlock = threading.RLock()  # one writer at a time: keeps outbox and primary in order
+        self._down_until = 0.0
+        self._closed = False
+        # Observable degradation, for operators and tests.
+        self.degraded_searches = 0
+        self.degraded_reads = 0
+        self.queued_writes = 0
+        self.replayed_writes = 0
+        self.dead_letters = 0
+        self.mirror_failures = 0
+        self.warnings: deque[str] = deque(maxlen=100)
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def call_bound_s(self) -> float:
+        """The longest a call waits on the primary: the budget, or one try if that is longer."""
+        return max(self.retry_max_s, self.attempt_timeout_s)
+
+    @property
+    def outbox_pending(self) -> int:
+        return len(self.outbox)
+
+    @property
+    def primary_down(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _warn(self, msg: str) -> None:
+        log.warning(msg)
+        self.warnings.append(msg)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryBackendError("this backend is closed; open a new one")
+
+    def _budget(self) -> _Budget:
+        return _Budget(time.monotonic() + self.retry_max_s, self.attempt_timeout_s)
+
+    def _call(self, fn: Callable[[], T], budget: _Budget) -> T:
+        """``fn()`` with bounded, jittered retries of BackendUnavailable only."""
+        if self.primary_down:
+            raise BackendUnavailable("the primary backend failed recently; not retrying until the cooldown ends")
+        if not budget.may_start():
+            raise BackendUnavailable("no time left in this call's retry budget")
+
+        def out_of_time(rs: RetryCallState) -> bool:
+            return not budget.may_start(rs.upcoming_sleep or 0.0)
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(BackendUnavailable),
+            stop=stop_after_attempt(self.retry_attempts) | out_of_time,
+            wait=wait_random_exponential(multiplier=0.05, max=max(0.05, self.retry_max_s / 4)),
+            reraise=True,
+        )
+        try:
+            return retrying(fn)
+        except BackendUnavailable:
+            self._down_until = time.monotonic() + self.cooldown_s
+            raise
+
+    def _drain(self, budget: _Budget) -> bool:
+        """Replay pending writes; True when the outbox is empty afterwards."""
+        if not len(self.outbox):
+            return True
+        if self.primary_down:
+            return False
+        with self._wlock:
+            try:
+                # One try per op (no backoff): a failure means the primary is still down.
+                applied, dead = self.outbox.drain(lambda op: op.apply(self.primary), may_start=budget.may_start)
+            except BackendUnavailable as exc:
+                self._down_until = time.monotonic() + self.cooldown_s
+                log.info("outbox replay paused, primary still unavailable: %s", exc)
+                return False
+            self.replayed_writes += applied
+            if dead:
+                self.dead_letters += dead
+                self._warn(f"{dead} queued write(s) were rejected by the primary; see Outbox.dead_letters()")
+            if applied:
+                log.info("replayed %d queued write(s) to the primary", applied)
+            return not len(self.outbox)
+
+    def flush(self, timeout_s: float | None = None) -> int:
+        """Try to replay the outbox now (ignores the cooldown); returns how many ops are left."""
+        self._check_open()
+        self._down_until = 0.0
+        budget = _Budget(time.monotonic() + (self.retry_max_s if timeout_s is None else timeout_s),
+                         self.attempt_timeout_s)
+        self._drain(budget)
+        return len(self.outbox)
+
+    def _mirror_write(self, fn: Callable[[MemoryBackend], Any]) -> Any:
+        if self.mirror is None:
+            return None
+        try:
+            return fn(self.mirror)
+        except BackendUnavailable as exc:  # the primary (or outbox) holds the write; mirror lags
+            self.mirror_failures += 1
+            self._warn(f"local mirror missed a write: {exc}")
+            return None
+
+    def _write(self, direct: Callable[[], T], enqueue: Callable[[], int], what: str) -> tuple[T | None, bool]:
+        """Apply a write to the primary, or queue it. Returns (primary result, queued?)."""
+        budget = self._budget()
+        with self._wlock:
+            self._check_open()
+            if self._drain(budget):
+                try:
+                    return self._call(direct, budget), False
+                except BackendUnavailable as exc:
+                    self._warn(f"primary unavailable, {what} queued in the outbox: {exc}")
+            enqueue()
+            self.queued_writes += 1
+            return None, True
+
+    def _read(self, fn: Callable[[MemoryBackend], T], what: str) -> T:
+        budget = self._budget()
+        self._check_open()
+        # A mirror is fresher than a primary that still misses queued writes.
+        if self._drain(budget) or self.mirror is None:
+            try:
+                return self._call(lambda: fn(self.primary), budget)
+            except BackendUnavailable as exc:
+                if self.mirror is None:
+                    raise
+                self._warn(f"primary unavailable, {what} served by the local mirror: {exc}")
+        assert self.mirror is not None
+        self.degraded_reads += 1
+        return fn(self.mirror)
+
+    # ------------------------------------------------------------------ writes
+    def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        records = list(records)
+        vecs = np.asarray(vectors, dtype=np.float32)
+        # Validate before acknowledging: a queued write must be one the primary will accept.
+        if vecs.ndim != 2 or vecs.shape != (len(records), self.dim):
+            raise SchemaMismatch(
+                f"expected vectors of shape ({len(records)}, {self.dim}) for model "
+                f"{self.embedding_model!r}, got {tuple(vecs.shape)}; nothing was written"
+            )
+        if not np.isfinite(vecs).all():
+            raise InvalidInput("vectors contain NaN or infinity; nothing was written")
+        for r in records:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
+        if len({r.id for r in records}) != len(records):
+            raise InvalidInput("the same id appears twice in one upsert; nothing was written")
+        if not records:
+            return
+        self._write(lambda: self.primary.upsert(records, vecs),
+                    lambda: self.outbox.append_upsert(records, vecs), f"upsert of {len(records)}")
+        self._mirror_write(lambda m: m.upsert(records, vecs))
+
+    def delete(self, ids: Sequence[str] | None = None, *, namespace: Namespace | None = None,
+               filter: dict[str, Any] | None = None) -> int:
+        """Returns the primary's count; when queued, the mirror's count (0 without a mirror)."""
+        validate_filter(filter)
+        if ids is None and namespace is None and not filter:
+            raise InvalidInput("delete needs ids, a namespace or a filter; refusing to delete everything")
+        id_list = None if ids is None else list(ids)
+        n, queued = self._write(lambda: self.primary.delete(id_list, namespace=namespace, filter=filter),
+                                lambda: self.outbox.append_delete(id_list, namespace, filter), "delete")
+        mirrored = self._mirror_write(lambda m: m.delete(id_list, namespace=namespace, filter=filter))
+        if queued:
+            return int(mirrored or 0)
+        return int(n or 0)
+
+    # ------------------------------------------------------------------ reads
+    def query(self, q: MemoryQuery) -> list[ScoredMemory]:
+        validate_filter(q.filter)
+        if not q.namespaces:
+            raise InvalidInput("query needs at least one namespace")
+        try:
+            return self._read(lambda b: b.query(q), "search")
+        except BackendUnavailable as exc:
+            # No mirror: the flow goes on with no memories rather than an error.
+            self.degraded_searches += 1
+            self._warn(f"primary unavailable and no local mirror, search returned nothing: {exc}")
+            return []
+
+    def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
+        return self._read(lambda b: b.get(ids), "get")
+
+    def get_vectors(self, ids: Sequence[str]) -> np.ndarray:
+        return self._read(lambda b: b.get_vectors(ids), "get_vectors")  # type: ignore[attr-defined]
+
+    def scroll(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
+               limit: int = 100, offset: int = 0, **kwargs: Any) -> list[MemoryRecord]:
+        return self._read(lambda b: b.scroll(namespace, filter=filter, limit=limit, offset=offset, **kwargs),
+                          "scroll")
+
+    def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
+              **kwargs: Any) -> int:
+        return self._read(lambda b: b.count(namespace, filter=filter, **kwargs), "count")
+
+    def namespaces(self) -> list[tuple[Namespace, int]]:
+        return self._read(lambda b: b.namespaces(), "namespaces")
+
+    def stats(self) -> dict[str, Any]:
+        base: dict[str, Any] = {}
+        inner = getattr(self.primary, "stats", None)
+        if callable(inner):
+            try:
+                base.update(self._call(inner, self._budget()))
+            except BackendUnavailable as exc:
+                base["primary_error"] = str(exc)
+        base.update({
+            "outbox_path": self.outbox.path, "outbox_pending": len(self.outbox),
+            "mirror": getattr(self.mirror, "path", None), "queued_writes": self.queued_writes,
+            "replayed_writes": self.replayed_writes, "dead_letters": self.dead_letters,
+            "degraded_searches": self.degraded_searches, "degraded_reads": self.degraded_reads,
+        })
+        return base
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._wlock:
+            if self._closed:
+                return
+            if len(self.outbox) and not self.primary_down:
+                try:  # best effort: whatever is left is replayed by the next process
+                    self._drain(self._budget())
+                except Exception as exc:
+                    log.warning("outbox not drained at close: %s", exc)
+            self._closed = True
+            for part in (self.primary, self.mirror):
+                if part is not None:
+                    part.close()
+            self.outbox.close()
+
+    def __enter__(self) -> ResilientBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def default_outbox_path(settings: MemorySettings) -> str:
+    """``qdrant.outbox_path``, else next to the SQLite file (in memory when that is ``:memory:``)."""
+    if settings.qdrant.outbox_path:
+        return settings.qdrant.outbox_path
+    if settings.path == ":memory:":
+        return ":memory:"
+    return str(Path(settings.path).expanduser()) + ".qdrant-outbox"
+
+
+def open_resilient(primary: MemoryBackend, settings: MemorySettings) -> ResilientBackend:
+    """Wrap ``primary`` as configured by ``settings.qdrant`` (retries, outbox, dual_write mirror)."""
+    import math
+
+    from memory.backends.sqlite import SqliteBackend
+
+    qs = settings.qdrant
+    outbox = default_outbox_path(settings)
+    if outbox == ":memory:":
+        log.warning("the Qdrant outbox is in memory (MEMORY_PATH=':memory:'): queued writes die with "
+                    "the process; set MEMORY_QDRANT__OUTBOX_PATH to make them durable")
+    mirror = SqliteBackend(settings.path, embedding_model=primary.embedding_model, dim=primary.dim) \
+        if qs.dual_write else None
+    return ResilientBackend(
+        primary, outbox_path=outbox, mirror=mirror, retry_attempts=qs.retry_attempts,
+        retry_max_s=qs.retry_max_s,
+        # qdrant-client rounds its request timeout up to whole seconds.
+        attempt_timeout_s=float(math.ceil(qs.timeout_s)),
+    )
+
+
+__all__ = ["Outbox", "OutboxOp", "ResilientBackend", "default_outbox_path", "open_resilient"]
