@@ -350,11 +350,19 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 @_errors
 def demo(
     path: Annotated[str | None, typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
+    scenario: Annotated[str | None, typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
 ) -> None:
-    """Run the offline multi-user zh/en demo on a fresh store."""
+    """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
     from memory.demo import run_demo
 
-    run_demo(path, out)
+    try:
+        checks = run_demo(path, out, model=model, scenario=scenario)
+    except ValueError as exc:  # e.g. the chat model cannot start (missing key, unknown provider)
+        raise InvalidInput(str(exc)) from exc
+    failed = [c for c in checks.get("checks", []) if isinstance(c, dict) and not c.get("ok", True)]
+    if failed:
+        raise typer.Exit(1)
 
 
 def _progress() -> Progress:

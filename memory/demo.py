@@ -1,92 +1,199 @@
-"""The offline demo behind ``memctl demo``: two users, Chinese and English, several sessions.
+"""The offline demo behind ``memctl demo``: the Supervisor graph, two users, zh/en, four sessions.
 
-Every step runs for real on the embedded default (a SQLite file + the packaged embedding
-model); nothing is scripted except the users' sentences.
+The scenario (``supervisor/scenarios/demo.yaml``) runs through the real graph on the embedded
+default store (a SQLite file + the packaged embedding model): memory entry → supervisor →
+pre-node → agent → post-node for every handoff, with an ``InMemorySaver`` checkpointer whose
+threads are the sessions. Without ``model`` the agents' LLM steps are replayed from the scenario
+file (and the output says so); with ``model`` ("provider:name") they run on that model.
 """
 
 from __future__ import annotations
 
 import tempfile
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from memory.records import SearchHit
-from memory.service import MemoryService
 from memory.settings import MemorySettings
 
-T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
+
+def _hit_lines(hits: list[dict[str, Any]]) -> list[Text]:
+    """One line per hit: score = alpha*sim + beta*decay + gamma*boost, sim from vector + keyword."""
+    out = []
+    for i, h in enumerate(hits, 1):
+        t = Text("          ")
+        t.append(f"#{i} {h['score']:.3f}", style="bold")
+        t.append(f" = sim {h['sim']:.3f} [vec {h['vector']:.3f} kw {h['keyword']:.3f}] · decay {h['decay']:.3f}"
+                 f" · boost {h['boost']:.2f}  ", style="dim")
+        t.append(f"{h['namespace']}  ", style="blue")
+        t.append(h["content"][:110] + ("…" if len(h["content"]) > 110 else ""))
+        out.append(t)
+    return out
 
 
-def _hits(console: Console, title: str, hits: list[SearchHit]) -> None:
-    t = Table(title=title, title_justify="left")
-    for col in ("score", "sim", "vec", "kw", "decay", "boost", "namespace", "content"):
-        t.add_column(col, overflow="fold")
-    for h in hits:
-        b = h.breakdown
-        t.add_row(f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}", f"{b.decay:.3f}",
-                  f"{b.boost:.2f}", "/".join(h.record.namespace), h.record.content)
-    console.print(t if hits else f"{title}: no memories")
+class _Printer:
+    def __init__(self, console: Console, budget: int):
+        self.c = console
+        self.budget = budget
+
+    def line(self, tag: str, style: str, text: str) -> None:
+        t = Text()
+        t.append(f"{tag} ", style=style)
+        t.append(text)
+        self.c.print(t)
+
+    def __call__(self, kind: str, d: dict[str, Any]) -> None:
+        c = self.c
+        if kind == "session":
+            c.print()
+            c.rule(f"session {d['index']} · user {d['user']} · thread {d['thread']} · {d['now']:%Y-%m-%d}")
+            if d["title"]:
+                c.print(Text(d["title"], style="italic"))
+            c.print(Text("(store reopened from its file: a new process)", style="dim"))
+        elif kind == "user":
+            self.line(f"👤 {d['user']}:", "bold cyan", d["text"])
+        elif kind == "route":
+            if d["agents"]:
+                why = "; ".join(f"{a} ({d['reasons'].get(a, '')})" for a in d["agents"])
+                self.line("route   ▸", "magenta", f"semantic router → {' → '.join(d['agents'])}: {why}")
+            else:
+                self.line("route   ▸", "magenta", f"semantic router → no agent ({d['reasons'].get('*', '')})")
+        elif kind == "handoff":
+            self.line("handoff ▸", "magenta", f"{d['agent']}  task: {d['task'][:120]}")
+        elif kind == "memory":
+            self.memory(d)
+        elif kind == "agent":
+            tag = "[LLM replayed from scenario]" if d["replayed"] else "[live model]"
+            self.line(f"agent   ▸ {d['agent']} {tag}", "green", "")
+            if d.get("sql"):
+                c.print(Text(f"          SQL (executed read-only): {d['sql']}", style="dim"))
+                c.print(Text(f"          rows: {d['rows']} ({', '.join(d.get('columns') or [])})", style="dim"))
+            if d.get("stats"):
+                c.print(Text(f"          computed: {d['stats']}", style="dim"))
+            if d.get("report"):
+                c.print(Text(f"          report: {d['report']}", style="dim"))
+            first = (d.get("text") or "").splitlines()[0] if d.get("text") else ""
+            if first:
+                c.print(Text(f"          says: {first[:200]}"))
+            for e in d.get("expectations") or []:
+                mark = "✓" if e["found"] else "✗"
+                c.print(Text(f"          {mark} replayed step's input contained “{e['expect']}”",
+                             style="green" if e["found"] else "red"))
+            if d.get("error"):
+                self.line("          !", "red", str(d["error"]))
+        elif kind == "answer":
+            self.line("🤖 supervisor:", "bold green", d["text"][:600])
+        elif kind == "check":
+            self.line("check   ▸", "green" if d["ok"] else "bold red", f"{'✓' if d['ok'] else '✗'} {d['check']}")
+        elif kind == "capture":
+            self.line("capture ▸", "blue", f"{d['as']} = {d['content']}")
+        elif kind == "probe":
+            self.line("probe   ▸", "blue", f"{d['user']} searches {', '.join(d['namespaces'])} for “{d['query']}”: "
+                      f"{len(d['hits'])} hit(s), {d['foreign']} of another user")
+            for line in _hit_lines([{**h.as_dict()["score"], "namespace": "/".join(h.record.namespace),
+                                     "content": h.record.content} for h in d["hits"]]):
+                self.c.print(line)
+        elif kind == "warning":
+            self.line("warning ▸", "bold yellow", d["text"])
+
+    def memory(self, e: dict[str, Any]) -> None:
+        where = e["step"] + (f":{e['agent']}" if e.get("agent") else "")
+        tag = f"memory  ▸ {where:<18}"
+        k = e["kind"]
+        if k == "routed":
+            parts = []
+            if e["should_read"] and e["step"] != "post":
+                parts.append(f"read {', '.join(e['read_namespaces'])} (top_k={e['top_k']})")
+            if e["should_write"]:
+                parts.append(f"write {e['memory_type']} → {e['write_namespace']}")
+            self.line(f"{tag} routed:", "yellow", f"{' + '.join(parts) or 'nothing to read or write'} — {e['reason']}"
+                      + ("" if e["step"] != "post" else f"  «{e['text'][:70]}»"))
+        elif k == "retrieved":
+            if e["hits"]:
+                self.line(f"{tag} retrieved:", "yellow", f"{len(e['hits'])} hit(s) for “{e['query'][:60]}”")
+                for line in _hit_lines(e["hits"]):
+                    self.c.print(line)
+            else:
+                self.line(f"{tag} retrieved:", "yellow", "no memories")
+        elif k == "injected":
+            target = "the Supervisor's prompt" if e["step"] == "entry" else f"a SystemMessage for {e['agent']}"
+            self.line(f"{tag} injected:", "yellow", f"{e['tokens']}/{e['budget']} tokens into {target}"
+                      if e["tokens"] else "nothing")
+        elif k == "written":
+            extra = f" (superseded {len(e['superseded'])})" if e.get("superseded") else ""
+            self.line(f"{tag} {e['status']}:", "bold yellow",
+                      f"{e['namespace']}: {e['content'][:140]}  [{e['judgement']}: {e['reason']}]{extra}")
+        elif k == "merged":
+            self.line(f"{tag} merged:", "yellow", f"agent answer → supervisor messages ({e['as_']})")
+        elif k == "error":
+            self.line(f"{tag} ERROR:", "bold red", f"{e['op']}: {e['error']} — continuing without memory")
+        elif k == "timing":
+            self.line(f"{tag} time:", "dim", f"{e['ms']:.1f} ms")
 
 
-def run_demo(path: str | None = None, console: Console | None = None) -> dict[str, object]:
-    """Run the scenario; returns the facts it checked (used by the tests)."""
+def run_demo(path: str | None = None, console: Console | None = None, model: str | None = None,
+             scenario: str | None = None) -> dict[str, object]:
+    """Run the scenario through the Supervisor graph; returns the facts it checked (used by tests).
+
+    Args:
+        path: the demo's SQLite store (default: a new temp file).
+        console: where to print (default: stdout).
+        model: an ``init_chat_model`` string ("provider:name"); None replays the agents' LLM
+            steps from the scenario file.
+        scenario: a scenario YAML (default: the packaged ``supervisor/scenarios/demo.yaml``).
+
+    Raises:
+        ValueError: the model cannot be started (unknown provider, missing package or API key).
+    """
+    from supervisor.graph import as_chat_model
+    from supervisor.scenario import ScenarioRunner, load_scenario
+
+    chat = as_chat_model(model)  # fail before printing anything if the model cannot start
     console = console or Console()
-    tmp = None
     if path is None:
-        tmp = tempfile.mkdtemp(prefix="memctl-demo-")
-        path = str(Path(tmp) / "demo.sqlite")
+        path = str(Path(tempfile.mkdtemp(prefix="memctl-demo-")) / "demo.sqlite")
+    reports = Path(path).resolve().parent / "reports"
     settings = MemorySettings(path=path)
-    console.rule("memctl demo: offline long-term memory (no LLM, packaged zh/en embeddings)")
-    console.print(f"store: {path}\nmodel: {settings.embedding.model}\n")
-    checks: dict[str, object] = {}
-
-    with MemoryService.from_settings(settings) as svc:
-        console.rule("session 1 (user 张伟 / zhang, Chinese) — writes")
-        now = T0
-        unit_pref = svc.write("以后报表里的金额都用人民币万元为单位", "user_profile/zhang",
-                              {"type": "user_profile", "source": "user"}, now=now)
-        svc.write("GMV 口径是指已支付订单金额，不含退款和运费", "domain_facts/zhang",
-                  {"type": "domain_facts", "source": "user"}, now=now)
-        svc.write("SELECT region, SUM(paid_amount) FROM orders WHERE status='paid' GROUP BY region",
-                  "text2sql_memories/zhang", {"type": "tool_effects", "source": "text2sql"}, now=now)
-        for r in svc.list("user_profile/zhang") + svc.list("domain_facts/zhang"):
-            console.print(f"  wrote ({r.metadata.type}) {r.content}", markup=False)
-
-        console.rule("session 1 (user alice, English) — writes")
-        svc.write("From now on always show charts as bar charts, never pie charts", "user_profile/alice",
-                  {"type": "user_profile", "source": "user"}, now=now)
-        svc.write("Active user means someone who logged in within the last 30 days", "domain_facts/alice",
-                  {"type": "domain_facts", "source": "user"}, now=now)
-        console.print("  wrote 2 memories for alice")
-
-    console.rule("session 2, a week later: the store is reopened from disk")
-    with MemoryService.from_settings(settings) as svc:
-        now = T0 + timedelta(days=7)
-        q = "How should money amounts be shown in the report?"
-        hits = svc.search(q, ["user_profile/zhang", "domain_facts/zhang"], top_k=3, now=now)
-        _hits(console, f"zhang asks (English, cross-language): {q}", hits)
-        checks["cross_language_top"] = hits[0].record.content if hits else None
-
-        q = "GMV 怎么算？"
-        hits = svc.search(q, ["domain_facts/zhang", "text2sql_memories/zhang"], top_k=3, now=now)
-        _hits(console, f"zhang asks: {q}", hits)
-        checks["definition_top"] = hits[0].record.content if hits else None
-
-        console.rule("session 3: zhang changes the preference (update keeps id and history of creation)")
-        now = T0 + timedelta(days=14)
-        svc.update(unit_pref.id, "改成：报表金额以后都用人民币元为单位，保留两位小数", now=now)
-        hits = svc.search("报表金额用什么单位？", "user_profile/zhang", top_k=3, now=now)
-        _hits(console, "zhang asks: 报表金额用什么单位？", hits)
-        checks["updated_top"] = hits[0].record.content if hits else None
-
-        console.rule("isolation: alice searches her own namespaces only")
-        hits = svc.search("金额单位 GMV", ["user_profile/alice", "domain_facts/alice"], top_k=5, now=now)
-        _hits(console, "alice asks about GMV / units", hits)
-        checks["alice_sees_zhang"] = any("zhang" in h.record.namespace for h in hits)
-        console.print(f"  alice saw any of zhang's memories: {checks['alice_sees_zhang']}")
-        checks["memories"] = svc.count()
-    console.print(f"\nstored memories: {checks['memories']} (file kept at {path})")
+    sc = load_scenario(scenario)
+    console.rule("memctl demo: long-term memory in a LangGraph Supervisor (Text2SQL / Statistics / Analysis)")
+    if model is None:
+        console.print(Text(
+            "NO LLM IS USED. The agents' LLM steps (writing SQL, choosing statistics, writing findings) are REPLAYED "
+            f"from the scenario file {sc.source}. "
+            "Live: the Supervisor's routing (semantic router: embeddings + rules), every memory step (route, search, "
+            "summarise, inject, write, merge), read-only SQL on the sample sales DB, the statistics, the report files.",
+            style="bold"))
+    else:
+        console.print(Text(f"LLM: {model} — the Supervisor (handoff tools) and all agents run on it; nothing is replayed.",
+                           style="bold"))
+    console.print(Text(f"store: {path} · embeddings: {settings.embedding.model} · reports: {reports} · "
+                       "threads: InMemorySaver checkpointer, one thread per session; memory crosses threads", style="dim"))
+    runner = ScenarioRunner(sc, settings, model=chat, reports_dir=reports,
+                            on_event=_Printer(console, settings.policy.summary_max_tokens))
+    out = runner.run()
+    caps = out["captures"]
+    probe = out["probes"].get("alice_probe") or {}
+    checks = {
+        "cross_language_top": caps.get("cross_language_top"),
+        "definition_top": caps.get("definition_top"),
+        "updated_top": caps.get("updated_top"),
+        "alice_sees_zhang": bool(probe.get("foreign")) or any(v["user"] == "alice" for v in out["isolation_violations"]),
+        "memories": out.get("memories", 0),
+        "replayed": out["replayed"],
+        "checks": out["checks"],
+        "expectations": out["expectations"],
+        "memory_errors": out["memory_errors"],
+        "agent_errors": out["agent_errors"],
+        "namespaces": out.get("namespaces", {}),
+    }
+    failed = [c for c in out["checks"] if not c["ok"]] + [e for e in out["expectations"] if not e["found"]]
+    console.print()
+    console.rule("summary")
+    console.print(Text(
+        f"checks passed: {sum(c['ok'] for c in out['checks'])}/{len(out['checks'])}; replayed-step expectations met: "
+        f"{sum(e['found'] for e in out['expectations'])}/{len(out['expectations'])}; memory errors: "
+        f"{len(out['memory_errors'])}; stored memories: {checks['memories']} (file kept at {path})",
+        style="bold red" if failed else "bold green"))
     return checks

@@ -1,0 +1,141 @@
+"""Overhead of the memory nodes per handoff: pre-node + post-node latency at scale.
+
+The store is loaded with ``n_memories`` generated zh/en memories (:func:`memory.bench.make_corpus`,
+vectors from :func:`memory.bench.embed_corpus`, cached on disk), spread over 10 users and five
+namespace kinds (``user_profile``, ``domain_facts``, ``text2sql_memories``,
+``statistics_memories``, ``analysis_memories``), so the measured user owns a tenth of the store.
+Each handoff then runs the real node functions of the graph: the pre-node (route; search
+profile, facts and the agent's namespace; summarise under the budget) and the post-node
+(route and write what the agent produced: one SQL statement, one conclusion, or a conclusion
+and a report path; dedupe/merge; audit). Task texts are distinct, so the query embedding is
+computed every time; the timing includes embedding, search, scoring, summarising, writing.
+"""
+
+from __future__ import annotations
+
+import statistics as pystats
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+
+from memory.bench import embed_corpus, make_corpus, make_queries
+from memory.embeddings import get_embedder
+from memory.policy.manager import MemoryManager
+from memory.records import MemoryRecord
+from memory.settings import MemorySettings
+from supervisor.context import SupervisorContext
+from supervisor.nodes import make_post_node, make_pre_node
+
+KINDS = ("user_profile", "domain_facts", "text2sql_memories", "statistics_memories", "analysis_memories")
+AGENTS = ("text2sql", "statistics", "analysis")
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def _items(agent: str, task: str, i: int) -> list[str]:
+    if agent == "text2sql":
+        return [f"SQL used for “{task}”: SELECT region, SUM(goods_amount) AS amount FROM orders "
+                f"WHERE status = 'paid' AND order_id % 97 = {i % 97} GROUP BY region ORDER BY amount DESC LIMIT {i + 5}"]
+    if agent == "statistics":
+        return [f"Statistics conclusion for “{task}”: mean {100 + i:.1f}, median {95 + i:.1f}, growth {i % 13 - 6:+d}%"]
+    return [f"Analysis conclusion for “{task}”: the trend turns in month {i % 12 + 1}, driven by segment {i % 7}",
+            f"Analysis report for “{task[:60]}” saved at /tmp/reports/report-{i:05d}.md"]
+
+
+def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
+                     settings: MemorySettings | None = None,
+                     progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
+
+    Args:
+        n_memories: memories loaded before measuring (e.g. 10_000, 100_000).
+        handoffs: handoffs measured (cycling text2sql, statistics, analysis).
+        cache_dir: where corpus vectors are cached (embedding 100k texts takes minutes);
+            default: the user cache dir used by ``memctl bench``.
+        settings: memory settings (the path is replaced by a temp file).
+
+    Returns:
+        ``{"n_memories", "handoffs", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
+        "total_p50_ms", "total_p95_ms", "per_agent": {...}, "errors", "config"}``.
+    """
+    if cache_dir is None:
+        import platformdirs
+
+        cache_dir = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
+    base = settings or MemorySettings(path=":memory:")
+    emb = get_embedder(base.embedding.model, threads=base.embedding.threads, batch_size=base.embedding.batch_size,
+                       cache_dir=base.embedding.cache_dir)
+    texts = make_corpus(n_memories)
+    vecs = embed_corpus(getattr(emb, "inner", emb), texts, cache_dir,
+                        (lambda d, t: progress("embed", d, t)) if progress else None)
+    with tempfile.TemporaryDirectory() as tmp:
+        st = base.model_copy(update={"path": str(Path(tmp) / "handoff-bench.sqlite")})
+        mm = MemoryManager.from_settings(st, embedder=emb)
+        try:
+            for i in range(0, n_memories, 5000):
+                recs = [MemoryRecord(id=f"m{j}", namespace=(KINDS[(j // 10) % len(KINDS)], f"u{j % 10}"),
+                                     content=texts[j], metadata={"type": KINDS[(j // 10) % len(KINDS)].replace(
+                                         "_memories", "") if j % 2 else "task_traces"})
+                        for j in range(i, min(n_memories, i + 5000))]
+                mm.service.backend.upsert(recs, vecs[i: i + len(recs)])
+                if progress:
+                    progress("load", min(n_memories, i + 5000), n_memories)
+            budget = st.policy.summary_max_tokens
+            pre = {a: make_pre_node(mm, a, budget) for a in AGENTS}
+            post = {a: make_post_node(mm, a) for a in AGENTS}
+            runtime = Runtime(context=SupervisorContext(user_id="u0"))
+            config = {"configurable": {"thread_id": "bench", "user_id": "u0"}}
+            tasks = make_queries(handoffs + 1, seed=23)
+            # Warm-up outside the timing (lazy model load, first index build).
+            warm = {"messages": [HumanMessage(tasks[-1])], "active": {"agent": "text2sql", "task": tasks[-1]}}
+            pre["text2sql"](warm, config, runtime)
+            rows: list[tuple[str, float, float]] = []
+            errors = 0
+            for i in range(handoffs):
+                agent, task = AGENTS[i % len(AGENTS)], tasks[i]
+                state: dict[str, Any] = {"messages": [HumanMessage(task)],
+                                         "active": {"agent": agent, "task": task, "tool_call_id": None}}
+                t0 = time.perf_counter()
+                out = pre[agent](state, config, runtime)
+                t1 = time.perf_counter()
+                state.update(out)
+                state["last_result"] = {"agent": agent, "text": "ok", "memory_items": _items(agent, task, i)}
+                out2 = post[agent](state, config, runtime)
+                t2 = time.perf_counter()
+                errors += len(out2.get("memory_errors") or [])
+                rows.append((agent, (t1 - t0) * 1000, (t2 - t1) * 1000))
+                if progress:
+                    progress("handoffs", i + 1, handoffs)
+        finally:
+            mm.close()
+
+    def summary(sel: list[tuple[str, float, float]]) -> dict[str, float]:
+        pre_ms, post_ms = [r[1] for r in sel], [r[2] for r in sel]
+        tot = [a + b for a, b in zip(pre_ms, post_ms, strict=True)]
+        return {"pre_p50_ms": pystats.median(pre_ms), "pre_p95_ms": _pct(pre_ms, 0.95),
+                "post_p50_ms": pystats.median(post_ms), "post_p95_ms": _pct(post_ms, 0.95),
+                "total_p50_ms": pystats.median(tot), "total_p95_ms": _pct(tot, 0.95)}
+
+    return {
+        "n_memories": n_memories, "handoffs": handoffs, **summary(rows),
+        "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
+        "errors": errors,
+        "config": {"embedding_model": base.embedding.model, "users": 10, "kinds": list(KINDS),
+                   "user_share": 0.1, "context_budget": base.policy.summary_max_tokens},
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover - manual runs: python -m supervisor.bench 10000 100000
+    import json
+    import sys
+
+    for n in [int(a) for a in sys.argv[1:]] or [10_000]:
+        print(json.dumps(handoff_overhead(n), indent=2))

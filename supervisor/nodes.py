@@ -1,0 +1,257 @@
+"""The memory nodes of the Supervisor graph: entry, pre-handoff and post-handoff.
+
+Profile and definitions (``ALWAYS_ON``) are searched without a similarity floor — a preference
+like "amounts in 万元" is relevant to every report although it resembles no question — while the
+agents' own memories (SQL, conclusions, file paths) must be similar to the task to be injected.
+
+* ``memory_entry`` — route the user's message; write the sentences that state a preference or a
+  definition; search the Supervisor's namespaces; summarise under the token budget.
+* ``memory_pre_<agent>`` — route the handoff task; search ``user_profile/{user}``,
+  ``domain_facts/{user}`` and ``{agent}_memories/{user}``; summarise under the budget; the
+  result is what the agent gets as a ``SystemMessage``.
+* ``memory_post_<agent>`` — route each statement the agent produced (conclusions, SQL, file
+  paths); write the ones the router keeps (dedupe/conflict merge happens in ``remember``);
+  merge the agent's answer back into the Supervisor's conversation.
+
+Memory is an aid, not a dependency: a :class:`memory.errors.MemoryLayerError` (store down,
+closed, corrupt) is logged, recorded in ``memory_errors`` and the graph goes on without it.
+Every step is recorded as an event in ``memory_log`` and sent on the ``custom`` stream.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from memory.errors import MemoryLayerError
+from memory.namespace import Namespace, ns_key
+from memory.policy.audit import AuditEvent
+from memory.policy.manager import Actor, MemoryManager
+from memory.policy.routing import RouteDecision, agent_namespace
+from memory.policy.summarize import summarize as summarize_block
+from memory.records import SearchHit, utcnow
+from memory.text import count_tokens
+from supervisor.context import resolve_now, resolve_user_id
+from supervisor.router import split_sentences
+from supervisor.state import SupervisorState
+
+# Leading connectives carry no content: "另外，GMV 口径是…" is stored as "GMV 口径是…".
+_LEAD = re.compile(r"^(?:另外|此外|还有|并且|而且|然后|同时)[，,、:：]\s*|^(?:also|and|plus|btw|by the way)[,:]?\s+", re.I)
+
+log = logging.getLogger("supervisor.memory")
+
+# Namespace kinds searched without a similarity floor (few memories, always relevant): the
+# query orders them, top_k and the token budget cut them.
+ALWAYS_ON: tuple[str, ...] = ("user_profile", "domain_facts")
+
+
+def message_text(m: Any) -> str:
+    c = getattr(m, "content", m)
+    if isinstance(c, str):
+        return c
+    return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in c)
+
+
+def last_user_message(state: SupervisorState) -> str:
+    for m in reversed(state.get("messages") or []):
+        if isinstance(m, HumanMessage):
+            return message_text(m)
+    return ""
+
+
+def _hit(h: SearchHit) -> dict[str, Any]:
+    b = h.breakdown
+    return {"id": h.record.id, "namespace": ns_key(h.record.namespace), "type": h.record.metadata.type,
+            "content": h.record.content, "score": round(b.score, 4), "sim": round(b.sim, 4),
+            "vector": round(b.vector, 4), "keyword": round(b.keyword, 4), "decay": round(b.decay, 4),
+            "boost": round(b.boost, 4)}
+
+
+def _decision(d: RouteDecision, text: str) -> dict[str, Any]:
+    return {"should_read": d.should_read, "should_write": d.should_write,
+            "read_namespaces": [ns_key(n) for n in d.read_namespaces],
+            "write_namespace": ns_key(d.write_namespace) if d.write_namespace else None,
+            "memory_type": d.memory_type, "top_k": d.top_k, "reason": d.reason, "text": text[:300]}
+
+
+class _Step:
+    """Collects the events and errors of one memory node run; never lets a memory error out."""
+
+    def __init__(self, step: str, agent: str | None, runtime: Runtime[Any] | None, config: RunnableConfig | None):
+        self.step, self.agent = step, agent
+        self.events: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.t0 = time.perf_counter()
+        self.writer = getattr(runtime, "stream_writer", None)
+        ctx = getattr(runtime, "context", None)
+        self.user_id = resolve_user_id(ctx, config)
+        self.now = resolve_now(ctx)
+        conf = (config or {}).get("configurable", {}) or {}
+        run_id = (config or {}).get("run_id")
+        self.actor = Actor(agent=f"supervisor:{step}" + (f":{agent}" if agent else ""),
+                           thread_id=conf.get("thread_id"), run_id=str(run_id) if run_id else None)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        ev = {"step": self.step, "agent": self.agent, "user_id": self.user_id, "kind": kind, **data}
+        self.events.append(ev)
+        if self.writer is not None:
+            try:
+                self.writer({"memory": ev})
+            except Exception:  # noqa: BLE001 - a broken stream consumer must not break the graph
+                log.debug("stream writer failed", exc_info=True)
+
+    def guard(self, op: str, fn: Callable[[], Any], default: Any = None) -> Any:
+        try:
+            return fn()
+        except MemoryLayerError as exc:
+            msg = f"{self.step}{':' + self.agent if self.agent else ''} {op}: {type(exc).__name__}: {exc}"
+            log.warning("memory step failed, continuing without it: %s", msg)
+            self.errors.append(msg)
+            self.emit("error", op=op, error=f"{type(exc).__name__}: {exc}")
+            return default
+
+    def update(self, state: SupervisorState, reset: bool = False) -> dict[str, Any]:
+        self.emit("timing", ms=round((time.perf_counter() - self.t0) * 1000, 2))
+        prev_log = [] if reset else list(state.get("memory_log") or [])
+        prev_err = [] if reset else list(state.get("memory_errors") or [])
+        return {"memory_log": prev_log + self.events, "memory_errors": prev_err + self.errors}
+
+
+def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespace], top_k: int) -> list[SearchHit]:
+    """Profile and definitions are few and always matter: every memory of these namespaces
+    competes (no similarity floor, no relative cut) and the query only orders them. One search
+    (one audit row) for all of them; audited like ``recall``."""
+    hits = mm.service.search(query, nss, top_k=top_k * len(nss), min_sim=0.0, now=s.now)
+    keys = [ns_key(n) for n in nss]
+    mm.audit.record(AuditEvent(
+        "search", None, keys[0] if len(keys) == 1 else None, s.actor.agent, s.actor.thread_id, s.actor.run_id,
+        reason=query[:500], details={"namespaces": keys, "hits": len(hits), "always_on": True,
+                                     "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]},
+        ts=s.now or utcnow()))
+    return hits
+
+
+def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namespace], top_k: int,
+            always_on: tuple[str, ...]) -> list[SearchHit]:
+    """``always_on`` kinds in one search without a floor; every other namespace on its own (a
+    strong hit in one must not cut another's tail through the relative cut); merged by score."""
+    nss = list(namespaces)
+    on = [n for n in nss if n[0] in always_on]
+    hits: dict[str, SearchHit] = {}
+    if on:
+        for h in s.guard("search " + ",".join(ns_key(n) for n in on),
+                         lambda: _search_always_on(mm, s, query, on, top_k), []):
+            hits.setdefault(h.record.id, h)
+    for ns in (n for n in nss if n[0] not in always_on):
+        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns: mm.recall(query, ns, top_k=top_k, actor=s.actor,
+                                                                          now=s.now), []):
+            hits.setdefault(h.record.id, h)
+    ranked = sorted(hits.values(), key=lambda h: -h.score)
+    s.emit("retrieved", query=query[:300], namespaces=[ns_key(n) for n in nss], hits=[_hit(h) for h in ranked])
+    return ranked
+
+
+def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budget: int) -> str:
+    if not hits or budget <= 0:
+        s.emit("injected", tokens=0, budget=budget, text="", used=[])
+        return ""
+    text = s.guard("summarize", lambda: mm.summarize(hits, goal, budget), "") or ""
+    if count_tokens(text) > budget:  # a model summary may overshoot; the deterministic one never does
+        text = summarize_block(hits, goal, budget)
+    used = [h.record.id for h in hits if h.record.content in text]
+    s.emit("injected", tokens=count_tokens(text), budget=budget, text=text, used=used)
+    return text
+
+
+def make_entry_node(manager: MemoryManager, budget: int,
+                    always_on: tuple[str, ...] = ALWAYS_ON) -> Callable[..., dict[str, Any]]:
+    def memory_entry(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        s = _Step("entry", None, runtime, config)
+        text = last_user_message(state)
+        turn_reset = {"artifacts": {}, "plan": None, "pending": [], "active": None, "last_result": None,
+                      "handoffs": 0, "agent_errors": [], "agent_context": "", "results": []}
+        decision = manager.route(text, s.user_id, role="user")
+        # The user's own statements are routed and written sentence by sentence, so
+        # "以后用万元。查一下华东" stores the preference and not the question.
+        writes = [(sentence, d) for sentence in split_sentences(text)
+                  for d in [manager.route(sentence, s.user_id, role="user")]
+                  if d.should_write and d.write_namespace is not None]
+        routed = _decision(decision, text)
+        if writes:
+            routed.update(should_write=True,
+                          write_namespace=", ".join(dict.fromkeys(ns_key(d.write_namespace) for _, d in writes)),  # type: ignore[arg-type]
+                          memory_type=", ".join(dict.fromkeys(str(d.memory_type) for _, d in writes)),
+                          reason="; ".join(dict.fromkeys(d.reason for _, d in writes)))
+        s.emit("routed", **routed)
+        for sentence, d in writes:
+            content = _LEAD.sub("", sentence).strip() or sentence
+            res = s.guard("write " + ns_key(d.write_namespace), lambda d=d, content=content: manager.remember(
+                content, d.write_namespace, {"type": d.memory_type, "source": "user"}, actor=s.actor, now=s.now,
+                reason=d.reason))
+            if res is not None:
+                s.emit("written", status=res.status, judgement=res.judgement, reason=res.reason, id=res.id,
+                       namespace=ns_key(d.write_namespace), content=res.record.content, incoming=sentence,
+                       superseded=list(res.superseded), evicted=list(res.evicted), route_reason=d.reason)
+        context = ""
+        if decision.should_read and text.strip():
+            hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
+            context = _inject(manager, s, hits, text, budget)
+        return {"memory_context": context, **turn_reset, **s.update(state, reset=True)}
+
+    return memory_entry
+
+
+def make_pre_node(manager: MemoryManager, agent: str, budget: int,
+                  always_on: tuple[str, ...] = ALWAYS_ON) -> Callable[..., dict[str, Any]]:
+    def memory_pre(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        s = _Step("pre", agent, runtime, config)
+        task = (state.get("active") or {}).get("task") or last_user_message(state)
+        decision = manager.route(task, s.user_id, role="assistant", agent=agent)
+        s.emit("routed", **_decision(decision, task))
+        context = ""
+        if decision.should_read:
+            hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
+                           always_on)
+            context = _inject(manager, s, hits, task, budget)
+        return {"agent_context": context, **s.update(state)}
+
+    return memory_pre
+
+
+def make_post_node(manager: MemoryManager, agent: str) -> Callable[..., dict[str, Any]]:
+    def memory_post(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        s = _Step("post", agent, runtime, config)
+        active = state.get("active") or {}
+        result = state.get("last_result") or {}
+        for item in result.get("memory_items") or []:
+            d = manager.route(item, s.user_id, role="agent", agent=agent)
+            s.emit("routed", **_decision(d, item))
+            if not d.should_write or d.write_namespace is None:
+                continue
+            ns = d.write_namespace or agent_namespace(agent, s.user_id)
+            meta = {"type": d.memory_type, "source": agent, "agent": agent,
+                    "extra": {"task": str(active.get("task", ""))[:300]}}
+            res = s.guard("write " + ns_key(ns), lambda item=item, ns=ns, meta=meta, why=d.reason: manager.remember(
+                item, ns, meta, actor=s.actor, now=s.now, reason=why))
+            if res is not None:
+                s.emit("written", status=res.status, judgement=res.judgement, reason=res.reason, id=res.id,
+                       namespace=ns_key(ns), content=res.record.content, incoming=item,
+                       superseded=list(res.superseded), evicted=list(res.evicted), route_reason=d.reason)
+        # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
+        # result when a model asked for it, else as a named AI message).
+        text = result.get("text") or f"{agent} returned nothing"
+        call_id = active.get("tool_call_id")
+        msg = (ToolMessage(text, tool_call_id=call_id, name=f"transfer_to_{agent}") if call_id
+               else AIMessage(text, name=agent))
+        s.emit("merged", into="messages", as_="tool_result" if call_id else "agent_message", chars=len(text))
+        results = list(state.get("results") or []) + [result]
+        return {"messages": [msg], "active": None, "results": results, **s.update(state)}
+
+    return memory_post
