@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Literal
 
@@ -142,34 +143,47 @@ def _is_cjk(text: str) -> bool:
     return cjk >= max(2, latin / 3)
 
 
-def _build_patterns() -> list[tuple[str, str, re.Pattern[str]]]:
-    pats = []
-    for cls, table in VALUE_LEXICON.items():
-        for key in sorted(table, key=len, reverse=True):
-            if _CJK.search(key):
-                pat = re.compile(re.escape(key))
-            else:
-                pat = re.compile(r"(?<![a-z])" + re.escape(key) + r"(?![a-z])", re.IGNORECASE)
-            pats.append((cls, table[key], pat))
-    return pats
+# Keys that name more than one value ("万元" is both a scale and a currency).
+_EXTRA_VALUES: dict[str, list[tuple[str, str]]] = {
+    "万元": [("currency", "cny")], "亿元": [("currency", "cny")], "千元": [("currency", "cny")],
+}
 
 
-_PATTERNS = _build_patterns()
+def _build_lexicon() -> tuple[re.Pattern[str], dict[str, list[tuple[str, str]]]]:
+    """One alternation over every lexicon key, longest first, so a scan is a single regex pass."""
+    table: dict[str, list[tuple[str, str]]] = {}
+    for cls, entries in VALUE_LEXICON.items():
+        for key, canon in entries.items():
+            table.setdefault(key.lower(), []).append((cls, canon))
+    for key, extra in _EXTRA_VALUES.items():
+        table.setdefault(key, []).extend(extra)
+    parts = []
+    for key in sorted(table, key=len, reverse=True):
+        esc = re.escape(key)
+        parts.append(esc if _CJK.search(key) else rf"(?<![a-z]){esc}(?![a-z])")
+    return re.compile("|".join(parts)), table
+
+
+_LEXICON_RE, _LEXICON = _build_lexicon()
+# Kept for callers that strip values out of a text (see _slot_kind).
+_PATTERNS = [("lexicon", "", _LEXICON_RE)]
+
+
+@lru_cache(maxsize=32768)
+def _values_cached(t: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    found: dict[str, set[str]] = {}
+    for m in _LEXICON_RE.finditer(t):
+        for cls, canon in _LEXICON[m.group()]:
+            found.setdefault(cls, set()).add(canon)
+    nums = {n.replace(",", "") for n in _NUM.findall(t)}
+    if nums:
+        found["num"] = nums
+    return tuple((k, frozenset(v)) for k, v in found.items())
 
 
 def values(text: str) -> dict[str, frozenset[str]]:
     """Canonical values by class found in ``text`` (numbers under ``num``)."""
-    t = unicodedata.normalize("NFKC", text).lower()
-    found: dict[str, set[str]] = {}
-    masked = t
-    for cls, canon, pat in _PATTERNS:
-        if pat.search(masked):
-            found.setdefault(cls, set()).add(canon)
-            masked = pat.sub(" ", masked)  # "万元" must not also count as "元" + "万"
-    nums = {n.replace(",", "") for n in _NUM.findall(t)}
-    if nums:
-        found["num"] = nums
-    return {k: frozenset(v) for k, v in found.items()}
+    return dict(_values_cached(unicodedata.normalize("NFKC", text).lower()))
 
 
 @dataclass(frozen=True)
