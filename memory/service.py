@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-
 import numpy as np
 
 from memory import scoring
@@ -32,7 +31,6 @@ from memory.records import (
     utcnow,
 )
 from memory.settings import MemorySettings
-
 
 MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default anyway
 

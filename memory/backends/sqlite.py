@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence

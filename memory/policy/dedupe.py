@@ -19,8 +19,8 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from memory.text import STOPWORDS, tokenize

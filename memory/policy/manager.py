@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-
 from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
@@ -19,7 +18,16 @@ from memory.policy.dedupe import Judgement, judge
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
 from memory.policy.summarize import summarize, summarize_with_model
-from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryQuery, MemoryRecord, SearchHit, as_utc, record_to_dict, utcnow
+from memory.records import (
+    MEMORY_TYPES,
+    MemoryMetadata,
+    MemoryQuery,
+    MemoryRecord,
+    SearchHit,
+    as_utc,
+    record_to_dict,
+    utcnow,
+)
 from memory.service import MemoryService, NewMemory, _metadata
 from memory.settings import MemorySettings
 

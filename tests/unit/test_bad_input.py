@@ -8,9 +8,9 @@ service that reopens the file.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 import os
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
