@@ -19,6 +19,7 @@ separately, end to end (embedding included), on fresh memories.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import random
 import statistics
@@ -165,6 +166,10 @@ def _cached_embed(emb: Embedder, texts: list[str], vecs: np.ndarray) -> tuple[Ca
     """An embed function for LangGraph stores: corpus texts use the shared vectors (the load is
     not what we measure); anything else (queries, new writes) is embedded for real."""
     known = dict(zip(texts, vecs, strict=True))
+    # LangGraph's SqliteStore hands the whole JSON value to the embedder, not the "text" field.
+    for t, v in zip(texts, vecs, strict=True):
+        known[json.dumps({"text": t})] = v
+        known[json.dumps({"text": t}, ensure_ascii=False)] = v
 
     def embed(batch: list[str]) -> list[list[float]]:
         missing = [t for t in batch if t not in known]
