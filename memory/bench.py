@@ -273,7 +273,7 @@ def run_bench(
             gc.collect()
     return {
         "results": [r.as_dict() for r in results],
-        "handoff_overhead_p95_ms": max((h["p95_ms"] for h in handoff.values()), default=None),
+        "handoff_overhead_p95_ms": max((h["total_p95_ms"] for h in handoff.values()), default=None),
         "handoff_overhead": handoff,
         "ratios": _ratios(results),
         "config": {"embedding_model": settings.embedding.model, "sizes": list(sizes), "queries": queries,

@@ -419,7 +419,7 @@ def bench(
     out.print(t)
     if result["handoff_overhead"]:
         for n, h in result["handoff_overhead"].items():
-            out.print(f"handoff pre+post overhead at {n}: p50 {h['p50_ms']:.2f} ms, p95 {h['p95_ms']:.2f} ms")
+            out.print(f"handoff pre+post overhead at {n}: p50 {h['total_p50_ms']:.2f} ms, p95 {h['total_p95_ms']:.2f} ms")
     out.print(f"wrote {out_file} and {plot_file}")
 
 
