@@ -78,6 +78,33 @@ class MemoryBackend(Protocol):
         """Release files and connections. Idempotent."""
 
 
+def check_upsert(records: Sequence[MemoryRecord], vectors: np.ndarray, *, dim: int,
+                 model: str) -> tuple[list[MemoryRecord], np.ndarray]:
+    """Validate an upsert before anything is written (shared by every backend).
+
+    Raises:
+        SchemaMismatch: vectors of the wrong shape for this store's model.
+        InvalidInput: NaN/inf vectors, non-record items, or one id twice.
+    """
+    from memory.errors import InvalidInput, SchemaMismatch
+
+    records = list(records)
+    vecs = np.asarray(vectors, dtype=np.float32)
+    if vecs.ndim != 2 or vecs.shape != (len(records), dim):
+        raise SchemaMismatch(
+            f"expected vectors of shape ({len(records)}, {dim}) for model "
+            f"{model!r}, got {tuple(vecs.shape)}; nothing was written"
+        )
+    if not np.isfinite(vecs).all():
+        raise InvalidInput("vectors contain NaN or infinity; nothing was written")
+    for r in records:
+        if not isinstance(r, MemoryRecord):
+            raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
+    if len({r.id for r in records}) != len(records):
+        raise InvalidInput("the same id appears twice in one upsert; nothing was written")
+    return records, vecs
+
+
 class AsyncMixin:
     """Async twins of the primitives: each runs its sync twin in a worker thread."""
 

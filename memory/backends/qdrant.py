@@ -50,7 +50,7 @@ from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
 
-from memory.backend import AsyncMixin
+from memory.backend import AsyncMixin, check_upsert
 from memory.errors import (
     BackendUnavailable,
     InvalidInput,
@@ -478,20 +478,8 @@ class QdrantBackend(AsyncMixin):
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
-        records = list(records)
-        vecs = np.asarray(vectors, dtype=np.float32)
-        if vecs.ndim != 2 or vecs.shape != (len(records), self.dim):
-            raise SchemaMismatch(
-                f"expected vectors of shape ({len(records)}, {self.dim}) for model "
-                f"{self.embedding_model!r}, got {tuple(vecs.shape)}; nothing was written"
-            )
-        if not np.isfinite(vecs).all():
-            raise InvalidInput("vectors contain NaN or infinity; nothing was written")
-        for r in records:
-            if not isinstance(r, MemoryRecord):
-                raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
-        if len({r.id for r in records}) != len(records):
-            raise InvalidInput("the same id appears twice in one upsert; nothing was written")
+        # Validated before anything is written (a queued write must be one the primary accepts).
+        records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
         if not records:
             return
         with self._op("upsert"):

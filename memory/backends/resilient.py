@@ -43,7 +43,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from memory.backend import AsyncMixin, MemoryBackend
+from memory.backend import AsyncMixin, MemoryBackend, check_upsert
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
 from memory.filters import validate_filter
 from memory.namespace import Namespace
@@ -414,21 +414,8 @@ class ResilientBackend(AsyncMixin):
 
     # ------------------------------------------------------------------ writes
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
-        records = list(records)
-        vecs = np.asarray(vectors, dtype=np.float32)
-        # Validate before acknowledging: a queued write must be one the primary will accept.
-        if vecs.ndim != 2 or vecs.shape != (len(records), self.dim):
-            raise SchemaMismatch(
-                f"expected vectors of shape ({len(records)}, {self.dim}) for model "
-                f"{self.embedding_model!r}, got {tuple(vecs.shape)}; nothing was written"
-            )
-        if not np.isfinite(vecs).all():
-            raise InvalidInput("vectors contain NaN or infinity; nothing was written")
-        for r in records:
-            if not isinstance(r, MemoryRecord):
-                raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
-        if len({r.id for r in records}) != len(records):
-            raise InvalidInput("the same id appears twice in one upsert; nothing was written")
+        # Validated before anything is written (a queued write must be one the primary accepts).
+        records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
         if not records:
             return
         self._write(lambda: self.primary.upsert(records, vecs),

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memory.backend import AsyncMixin
+from memory.backend import AsyncMixin, check_upsert
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
 from memory.filters import matches, validate_filter
@@ -259,20 +259,8 @@ class SqliteBackend(AsyncMixin):
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
-        records = list(records)
-        vecs = np.asarray(vectors, dtype=np.float32)
-        if vecs.ndim != 2 or vecs.shape != (len(records), self.dim):
-            raise SchemaMismatch(
-                f"expected vectors of shape ({len(records)}, {self.dim}) for model "
-                f"{self.embedding_model!r}, got {tuple(vecs.shape)}; nothing was written"
-            )
-        if not np.isfinite(vecs).all():
-            raise InvalidInput("vectors contain NaN or infinity; nothing was written")
-        if len({r.id for r in records}) != len(records):
-            raise InvalidInput("the same id appears twice in one upsert; nothing was written")
-        for r in records:
-            if not isinstance(r, MemoryRecord):
-                raise InvalidInput(f"upsert takes MemoryRecord objects, got {type(r).__name__}")
+        # Validated before anything is written (a queued write must be one the primary accepts).
+        records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
         if not records:
             return
 
