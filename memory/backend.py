@@ -105,6 +105,32 @@ def check_upsert(records: Sequence[MemoryRecord], vectors: np.ndarray, *, dim: i
     return records, vecs
 
 
+def check_query(q: MemoryQuery, *, dim: int, model: str) -> tuple[dict[str, Any] | None, np.ndarray | None]:
+    """Validate a query (shared by every backend): the normalised filter and the query vector.
+
+    Raises:
+        InvalidFilter / InvalidInput: bad filter, no namespace, NaN/inf vector.
+        SchemaMismatch: a vector that is not one ``dim``-long row.
+    """
+    from memory.errors import InvalidInput, SchemaMismatch
+    from memory.filters import validate_filter
+
+    flt = validate_filter(q.filter)
+    if not q.namespaces:
+        raise InvalidInput("query needs at least one namespace")
+    qvec: np.ndarray | None = None
+    if q.vector is not None:
+        qvec = np.asarray(q.vector, dtype=np.float32)
+        if qvec.ndim != 1 or qvec.shape[0] != dim:
+            raise SchemaMismatch(
+                f"query vector has dimension {qvec.shape[-1] if qvec.ndim else 0} (shape {tuple(qvec.shape)}), "
+                f"the store holds {dim}-d vectors of {model!r}"
+            )
+        if not np.isfinite(qvec).all():
+            raise InvalidInput("query vector contains NaN or infinity")
+    return flt, qvec
+
+
 class AsyncMixin:
     """Async twins of the primitives: each runs its sync twin in a worker thread."""
 

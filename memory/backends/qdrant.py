@@ -50,7 +50,7 @@ from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 from qdrant_client.local.qdrant_local import QdrantLocal
 
-from memory.backend import AsyncMixin, check_upsert
+from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.errors import (
     BackendUnavailable,
     InvalidInput,
@@ -593,19 +593,9 @@ class QdrantBackend(AsyncMixin):
     IDF_CACHE_S = 30.0
 
     def query(self, q: MemoryQuery) -> list[ScoredMemory]:
-        flt = validate_filter(q.filter)
-        if not q.namespaces:
-            raise InvalidInput("query needs at least one namespace")
+        flt, qvec = check_query(q, dim=self.dim, model=self.embedding_model)
         if q.limit <= 0:
             return []
-        qvec: np.ndarray | None = None
-        if q.vector is not None:
-            qvec = np.asarray(q.vector, dtype=np.float32).reshape(-1)
-            if qvec.shape[0] != self.dim:
-                raise SchemaMismatch(
-                    f"query vector has dimension {qvec.shape[0]}, the store holds {self.dim}-d "
-                    f"vectors of {self.embedding_model!r}"
-                )
         sparse = query_sparse(q.text)
         now = q.now
         base = self._base_filter(q.namespaces, flt, now.timestamp())

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from memory.backend import AsyncMixin, check_upsert
+from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
 from memory.filters import matches, validate_filter
@@ -384,22 +384,9 @@ class SqliteBackend(AsyncMixin):
         return [(int(r), -float(s)) for r, s in rows]
 
     def query(self, q: MemoryQuery) -> list[ScoredMemory]:
-        flt = validate_filter(q.filter)
-        if not q.namespaces:
-            raise InvalidInput("query needs at least one namespace")
+        flt, qvec = check_query(q, dim=self.dim, model=self.embedding_model)
         if q.limit <= 0:
             return []
-        qvec: np.ndarray | None = None
-        if q.vector is not None:
-            qvec = np.asarray(q.vector, dtype=np.float32)
-            if qvec.ndim != 1 or qvec.shape[0] != self.dim:
-                raise SchemaMismatch(
-                    f"query vector has dimension {qvec.shape[-1] if qvec.ndim else 0} (shape {tuple(qvec.shape)}), "
-                    f"the store holds {self.dim}-d "
-                    f"vectors of {self.embedding_model!r}"
-                )
-            if not np.isfinite(qvec).all():
-                raise InvalidInput("query vector contains NaN or infinity")
         now = q.now.timestamp()
         with self._lock, self._translate():
             self._check_open()

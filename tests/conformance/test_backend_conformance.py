@@ -265,6 +265,10 @@ def test_wrong_dimension_is_rejected_and_nothing_written(backend):
         backend.upsert([rec("b", "n/x")], np.ones((1, DIM + 1), dtype=np.float32))
     with pytest.raises(SchemaMismatch):
         backend.query(q("n", np.ones(DIM - 1, dtype=np.float32)))
+    with pytest.raises(SchemaMismatch):  # a (2, DIM/2) matrix must not be flattened into a "vector"
+        backend.query(q("n", np.ones((2, DIM // 2), dtype=np.float32)))
+    with pytest.raises(InvalidInput):
+        backend.query(q("n", np.full(DIM, np.nan, dtype=np.float32)))
     assert backend.count() == 1 and backend.get(["b"]) == []
 
 
