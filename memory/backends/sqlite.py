@@ -74,6 +74,31 @@ MIGRATIONS: list[str] = [
 ]
 
 
+def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[str]) -> None:
+    """Apply numbered, append-only migrations once each, safely across processes.
+
+    ``table`` records the applied versions; each migration runs in its own IMMEDIATE
+    transaction and is re-checked under the lock, since another process may have applied it
+    between our read and our lock. Statements are split on ';' (no ';' inside SQL comments).
+    """
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)")
+    done = {r[0] for r in conn.execute(f"SELECT version FROM {table}")}
+    for version, sql in enumerate(migrations, start=1):
+        if version in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not conn.execute(f"SELECT 1 FROM {table} WHERE version = ?", (version,)).fetchone():
+                for stmt in sql.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
 def _ns_term(ns: Namespace) -> str:
     return "n" + hashlib.blake2b(ns_key(ns).encode(), digest_size=10).hexdigest()
 
@@ -181,27 +206,7 @@ class SqliteBackend(AsyncMixin):
 
     def _migrate(self) -> None:
         with self._translate():
-            self._conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {r[0] for r in self._conn.execute("SELECT version FROM schema_migrations")}
-            for version, sql in enumerate(MIGRATIONS, start=1):
-                if version in done:
-                    continue
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # Another process may have migrated between our read and our lock.
-                    if self._conn.execute(
-                        "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-                    ).fetchone():
-                        self._conn.execute("COMMIT")
-                        continue
-                    for stmt in sql.split(";"):
-                        if stmt.strip():
-                            self._conn.execute(stmt)
-                    self._conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
+            apply_migrations(self._conn, "schema_migrations", MIGRATIONS)
 
     def _check_model(self) -> None:
         with self._translate():

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from memory.backends.sqlite import apply_migrations
 from memory.errors import BackendUnavailable, MemoryBackendError
 from memory.namespace import Namespace, ns_key
 from memory.records import MemoryRecord, as_utc, utcnow
@@ -97,22 +98,7 @@ class AuditLog:
             raise BackendUnavailable(f"cannot open the audit log at {self.path!r}: {exc}") from exc
 
     def _migrate(self) -> None:
-        self._conn.execute("CREATE TABLE IF NOT EXISTS audit_migrations (version INTEGER PRIMARY KEY)")
-        done = {r[0] for r in self._conn.execute("SELECT version FROM audit_migrations")}
-        for version, sql in enumerate(MIGRATIONS, start=1):
-            if version in done:
-                continue
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                if not self._conn.execute("SELECT 1 FROM audit_migrations WHERE version = ?", (version,)).fetchone():
-                    for stmt in sql.split(";"):
-                        if stmt.strip():
-                            self._conn.execute(stmt)
-                    self._conn.execute("INSERT INTO audit_migrations (version) VALUES (?)", (version,))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        apply_migrations(self._conn, "audit_migrations", MIGRATIONS)
 
     def _exec(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         try:
