@@ -2,14 +2,16 @@
 
 * Rows, vectors (float32 blobs) and an FTS5 keyword index live in one file (WAL mode), or in
   RAM with ``":memory:"``. Schema changes are numbered, append-only migrations.
-* Vectors are served from an in-memory exact index (:mod:`memory.backends.vector_index`).
+* Vectors are served from an in-memory exact index (:mod:`memory.backends.vector_index`), and
+  keyword scores from an in-memory BM25 index (:mod:`memory.backends.keyword_index`) that mirrors
+  the FTS5 table and scores like its ``bm25()``; FTS5 keeps the terms durable.
 * Several processes may share a file. Every write transaction bumps a sequence number stored
   in the file and stamps the rows it touched (deletions go to a log); before each operation a
   backend compares the file's sequence with the one its index has applied and loads only the
   difference. A write by one process is therefore visible to the next search of another.
 * Keywords: FTS5 cannot segment Chinese, so :mod:`memory.text` tokenizes and the FTS column
   stores space-separated terms. Namespace prefixes are indexed as hashed terms in a second
-  column, so a keyword search is confined to its namespaces inside FTS5 itself.
+  column, so FTS5 can count or delete a namespace's keyword entries without the rows.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory.backend import AsyncMixin, check_query, check_upsert
+from memory.backends.keyword_index import KeywordIndex
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
 from memory.filters import matches, validate_filter
@@ -145,6 +148,7 @@ class SqliteBackend(AsyncMixin):
         self._lock = threading.RLock()
         self._closed = False
         self._index = VectorIndex(dim)
+        self._kw = KeywordIndex()
         self._applied_seq = 0
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -196,9 +200,8 @@ class SqliteBackend(AsyncMixin):
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
-                # Our index may hold changes that were rolled back: rebuild it from the file.
-                self._index = VectorIndex(self.dim)
-                self._applied_seq = 0
+                # Our indexes may hold changes that were rolled back: rebuild them from the file.
+                self._reset_indexes()
                 self._sync()
                 raise
             self._applied_seq = seq
@@ -237,15 +240,27 @@ class SqliteBackend(AsyncMixin):
         if db_seq == self._applied_seq:
             return
         if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
-            self._index = VectorIndex(self.dim)
-            self._applied_seq = 0
+            self._reset_indexes()
         for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
             self._index.remove(rid)
-        for rid, ns, blob in self._conn.execute(
-            "SELECT rid, ns, vector FROM memories WHERE seq > ?", (self._applied_seq,)
+            self._kw.remove(rid)
+        for rid, ns, blob, terms in self._conn.execute(
+            "SELECT m.rid, m.ns, m.vector, f.terms FROM memories AS m"
+            " LEFT JOIN memories_fts AS f ON f.rowid = m.rid WHERE m.seq > ?", (self._applied_seq,)
         ):
-            self._index.add(rid, tuple(ns.split("/")), np.frombuffer(blob, dtype="<f4"))
+            namespace = tuple(ns.split("/"))
+            self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
+            self._index_terms(rid, namespace, (terms or "").split())
         self._applied_seq = db_seq
+
+    def _reset_indexes(self) -> None:
+        self._index = VectorIndex(self.dim)
+        self._kw = KeywordIndex()
+        self._applied_seq = 0
+
+    def _index_terms(self, rid: int, ns: Namespace, terms: list[str]) -> None:
+        # FTS5's document length counts the namespace column's tokens too (one per ancestor).
+        self._kw.add(rid, ns, terms, doc_len=len(terms) + len(ns))
 
     @staticmethod
     def _row_to_record(row: Sequence[Any]) -> MemoryRecord:
@@ -286,12 +301,14 @@ class SqliteBackend(AsyncMixin):
                         v.astype("<f4").tobytes(), seq,
                     ),
                 ).fetchone()[0]
+                terms = fts_document(index_text(r))
                 conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
-                    (rid, _ns_terms(r.namespace), fts_document(index_text(r))),
+                    (rid, _ns_terms(r.namespace), terms),
                 )
                 self._index.add(rid, r.namespace, v)
+                self._index_terms(rid, r.namespace, terms.split())
 
         self._write(do)
 
@@ -353,40 +370,30 @@ class SqliteBackend(AsyncMixin):
                 out[row[0]] = self._row_to_record(row)
         return out
 
-    # Keyword matches read per query. OR-queries make FTS5 score every matching row anyway,
-    # so reading up to this many costs little more than reading the top k, and gives BM25
-    # scores for vector candidates too (a second FTS5 query with `rowid IN` is ~10x slower).
-    KEYWORD_DEPTH = 1000
     # Above this many rows, query terms that occur in more than PRUNE_DF of them are dropped
-    # from the FTS5 match (at least PRUNE_KEEP rarest terms are kept). An OR-query makes FTS5
-    # score every matching row, and a term in 30% of 100k rows costs tens of milliseconds
-    # while adding almost nothing to BM25 (its IDF is near zero).
+    # from the keyword match (at least PRUNE_KEEP rarest terms are kept). Such a term adds almost
+    # nothing to BM25 (its IDF is near zero) but its postings are the longest to score.
     PRUNE_MIN_ROWS = 20_000
     PRUNE_DF = 0.02
     PRUNE_KEEP = 2
 
-    def _match_expr(self, text: str, total: int) -> str | None:
+    def _query_terms(self, text: str) -> tuple[list[str], dict[str, int]]:
+        """Distinct query terms worth scoring, and their document frequencies."""
         terms = list(dict.fromkeys(tokenize(text)))
-        if not terms:
-            return None
+        df = self._kw.df(terms)
+        total = len(self._kw)
         if total >= self.PRUNE_MIN_ROWS and len(terms) > self.PRUNE_KEEP:
-            marks = ",".join("?" * len(terms))
-            df = dict(self._conn.execute(
-                f"SELECT term, doc FROM memories_vocab WHERE col = 'terms' AND term IN ({marks})", terms
-            ).fetchall())
-            present = sorted((t for t in terms if df.get(t)), key=lambda t: df[t])
+            present = sorted((t for t in terms if t in df), key=lambda t: df[t])
             keep = [t for i, t in enumerate(present) if i < self.PRUNE_KEEP or df[t] <= self.PRUNE_DF * total]
             terms = keep or terms
-        return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        return terms, df
 
-    def _keyword(self, namespaces: Sequence[Namespace], match: str, k: int) -> list[tuple[int, float]]:
-        ns_expr = " OR ".join(_ns_term(ns) for ns in namespaces)
-        rows = self._conn.execute(
-            "SELECT rowid, bm25(memories_fts, 0.0, 1.0) AS s FROM memories_fts"
-            " WHERE memories_fts MATCH ? ORDER BY s LIMIT ?",
-            (f"nsk : ({ns_expr}) AND terms : ({match})", k),
-        )
-        return [(int(r), -float(s)) for r, s in rows]
+    def _keyword(self, blocks: list[Namespace], text: str) -> list[tuple[int, float]]:
+        """Every keyword match in ``blocks`` as (rid, BM25), best first."""
+        terms, df = self._query_terms(text)
+        rids, scores = self._kw.search(blocks, terms, df=df)
+        order = np.lexsort((rids, -scores))  # ties by rid, so the order is deterministic
+        return list(zip(rids[order].tolist(), scores[order].tolist(), strict=True))
 
     def query(self, q: MemoryQuery) -> list[ScoredMemory]:
         flt, qvec = check_query(q, dim=self.dim, model=self.embedding_model)
@@ -398,15 +405,16 @@ class SqliteBackend(AsyncMixin):
             self._sync()
             blocks = self._index.matching(q.namespaces)
             total = self._index.size(blocks)
-            match = self._match_expr(q.text, len(self._index)) if q.text else None
+            kw_all = self._keyword(blocks, q.text) if q.text and blocks else []
+            kw_score = dict(kw_all)
             fetch = q.limit
+            # Expired or filtered-out rows are only found when their record is read, so read
+            # the top `fetch` of each list and widen until `limit` survive or nothing is left.
             while True:
                 vec_hits: list[tuple[int, float]] = []
                 if qvec is not None and blocks:
                     r, s = self._index.search(blocks, qvec, fetch)
                     vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
-                kw_all = (self._keyword(q.namespaces, match, max(fetch, self.KEYWORD_DEPTH))
-                          if match and blocks else [])
                 kw_hits = kw_all[:fetch]
                 records = self._fetch_rids({r for r, _ in vec_hits} | {r for r, _ in kw_hits}, now)
                 if flt:
@@ -419,7 +427,6 @@ class SqliteBackend(AsyncMixin):
                     break
                 fetch = min(total, fetch * 4)
             vec_score = dict(vec_kept)
-            kw_score = dict(kw_all)
             if qvec is not None:
                 for r, _ in kw_kept:
                     if r not in vec_score:
@@ -430,7 +437,7 @@ class SqliteBackend(AsyncMixin):
                 out.append(ScoredMemory(
                     record=records[rid],
                     vector_score=vec_score.get(rid) if qvec is not None else None,
-                    keyword_score=kw_score.get(rid, 0.0) if match else (0.0 if q.text else None),
+                    keyword_score=kw_score.get(rid, 0.0) if q.text else None,
                 ))
             return out
 
@@ -472,6 +479,7 @@ class SqliteBackend(AsyncMixin):
                 conn.executemany("INSERT INTO deletions (seq, rid) VALUES (?, ?)", [(seq, r) for r in chunk])
             for r in rids:
                 self._index.remove(r)
+                self._kw.remove(r)
             return len(rids)
 
         return self._write(do)

@@ -1,0 +1,187 @@
+"""An in-memory BM25 keyword index that scores exactly like the FTS5 table it mirrors.
+
+Why not query FTS5 directly: an OR-query makes FTS5 score every row that contains any query
+term, through a virtual-table cursor, before ``ORDER BY rank LIMIT k`` can cut. At 100k rows
+that was 20-60 ms per search, more than the whole vector scan. Here each term's postings are
+two flat arrays, so scoring a query is a handful of numpy gathers over the matching postings
+(well under a millisecond at 100k rows for the terms we keep).
+
+The FTS5 table stays the durable copy of the terms (it is what this index is rebuilt from when
+a backend opens or another process writes), so scores follow FTS5's ``bm25()`` with column
+weights (nsk 0, terms 1): global N and average document length, ``idf = ln((N-df+.5)/(df+.5))``
+clamped to 1e-6, ``k1 = 1.2``, ``b = 0.75``.
+
+Documents live in *slots*. Re-indexing a row (an upsert of the same id) gives it a new slot and
+kills the old one, so postings never need in-place edits; dead slots are dropped by
+:meth:`KeywordIndex.compact` once they are the majority.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from memory.namespace import Namespace
+
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6  # FTS5 clamps non-positive IDF to this, so very common terms still count a little
+
+
+class KeywordIndex:
+    def __init__(self) -> None:
+        self._postings: dict[str, tuple[array, array]] = {}  # term -> (slots 'q', tf 'f')
+        cap = 64
+        self._rid = np.zeros(cap, dtype=np.int64)
+        self._len = np.zeros(cap, dtype=np.float32)
+        self._ns = np.zeros(cap, dtype=np.int32)
+        self._alive = np.zeros(cap, dtype=bool)
+        self._n_slots = 0
+        self._slot_of: dict[int, int] = {}  # live rid -> slot
+        self._ns_ids: dict[Namespace, int] = {}
+        self._ns_list: list[Namespace] = []
+        self._total_len = 0.0
+
+    # ------------------------------------------------------------------ writes
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def __contains__(self, rid: int) -> bool:
+        return rid in self._slot_of
+
+    def add(self, rid: int, ns: Namespace, terms: Sequence[str], doc_len: int | None = None) -> None:
+        """Index (or re-index) row ``rid``: ``terms`` as stored in FTS5, duplicates included.
+
+        ``doc_len`` is the row's length for BM25; FTS5 counts the tokens of every column (our
+        namespace column too), so the SQLite backend passes more than ``len(terms)``.
+        """
+        dl = len(terms) if doc_len is None else doc_len
+        self.remove(rid)
+        if self._n_slots == len(self._rid):
+            self._grow()
+        slot = self._n_slots
+        self._n_slots += 1
+        ns_id = self._ns_ids.get(ns)
+        if ns_id is None:
+            ns_id = self._ns_ids[ns] = len(self._ns_list)
+            self._ns_list.append(ns)
+        self._rid[slot] = rid
+        self._len[slot] = dl
+        self._ns[slot] = ns_id
+        self._alive[slot] = True
+        self._slot_of[rid] = slot
+        self._total_len += dl
+        for term, tf in Counter(terms).items():
+            post = self._postings.get(term)
+            if post is None:
+                post = self._postings[term] = (array("q"), array("f"))
+            post[0].append(slot)
+            post[1].append(tf)
+
+    def remove(self, rid: int) -> None:
+        slot = self._slot_of.pop(rid, None)
+        if slot is None:
+            return
+        self._alive[slot] = False
+        self._total_len -= float(self._len[slot])
+        dead = self._n_slots - len(self._slot_of)
+        if dead > 4096 and dead > len(self._slot_of):
+            self.compact()
+
+    def _grow(self) -> None:
+        cap = 2 * len(self._rid)
+        for name in ("_rid", "_len", "_ns", "_alive"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def compact(self) -> None:
+        """Drop dead slots and renumber the live ones (keeps memory bounded under churn)."""
+        n = self._n_slots
+        alive = self._alive[:n]
+        new_slot = np.cumsum(alive) - 1
+        for term in list(self._postings):
+            slots, tfs = self._postings[term]
+            s = np.frombuffer(slots, dtype=np.int64)
+            keep = alive[s]
+            if not keep.any():
+                del self._postings[term]
+                continue
+            self._postings[term] = (array("q", new_slot[s[keep]].tobytes()),
+                                    array("f", np.frombuffer(tfs, dtype=np.float32)[keep].tobytes()))
+            del s  # release the buffer view before the old arrays go
+        live = np.flatnonzero(alive)
+        m = len(live)
+        cap = max(64, 2 * m)
+        for name in ("_rid", "_len", "_ns"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[:m] = old[live]
+            setattr(self, name, new)
+        self._alive = np.zeros(cap, dtype=bool)
+        self._alive[:m] = True
+        self._n_slots = m
+        self._slot_of = {int(r): i for i, r in enumerate(self._rid[:m].tolist())}
+
+    # ------------------------------------------------------------------ reads
+    def df(self, terms: Iterable[str]) -> dict[str, int]:
+        """Live documents containing each term (all namespaces, like FTS5's statistics)."""
+        out: dict[str, int] = {}
+        for t in terms:
+            post = self._postings.get(t)
+            if post is not None:
+                n = int(self._alive[np.frombuffer(post[0], dtype=np.int64)].sum())
+                if n:
+                    out[t] = n
+        return out
+
+    def search(self, namespaces: Sequence[Namespace], terms: Sequence[str], *,
+               df: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 of every live row under ``namespaces`` (exact namespaces, not prefixes) that
+        contains any of ``terms``: (rids, scores), unordered, scores > 0."""
+        n_docs = len(self._slot_of)
+        if not n_docs or not terms or not namespaces:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        allowed = np.zeros(len(self._ns_list), dtype=bool)
+        for ns in namespaces:
+            i = self._ns_ids.get(ns)
+            if i is not None:
+                allowed[i] = True
+        df = self.df(terms) if df is None else df
+        avgdl = self._total_len / n_docs if self._total_len > 0 else 1.0
+        slots_all: list[np.ndarray] = []
+        score_all: list[np.ndarray] = []
+        for t in dict.fromkeys(terms):
+            post = self._postings.get(t)
+            if post is None or not df.get(t):
+                continue
+            slots = np.frombuffer(post[0], dtype=np.int64)
+            tf = np.frombuffer(post[1], dtype=np.float32)
+            keep = self._alive[slots] & allowed[self._ns[slots]]
+            if not keep.any():
+                continue
+            s, f = slots[keep], tf[keep]
+            d = df[t]
+            idf = max(math.log((n_docs - d + 0.5) / (d + 0.5)), MIN_IDF)
+            norm = K1 * (1.0 - B + B * self._len[s] / avgdl)
+            slots_all.append(s)
+            score_all.append(idf * f * (K1 + 1.0) / (f + norm))
+        if not slots_all:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if len(slots_all) == 1:
+            s, sc = slots_all[0], score_all[0]
+        else:
+            uniq, inv = np.unique(np.concatenate(slots_all), return_inverse=True)
+            sc = np.bincount(inv, weights=np.concatenate(score_all)).astype(np.float32)
+            s = uniq
+        return self._rid[s], sc.astype(np.float32, copy=False)
+
+    def terms_of(self, rid: int) -> int:
+        """How many terms row ``rid`` has indexed (0 when absent); for residue checks."""
+        slot = self._slot_of.get(rid)
+        return 0 if slot is None else int(self._len[slot])
