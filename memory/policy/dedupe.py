@@ -260,7 +260,7 @@ def _changed(fa: dict[str, frozenset[str]], fb: dict[str, frozenset[str]]) -> li
     return sorted(c for c in fa.keys() & fb.keys() if not (fa[c] <= fb[c] or fb[c] <= fa[c]))
 
 
-def judge(
+def _rule_judge(
     existing: str,
     incoming: str,
     cosine: float,
@@ -269,7 +269,7 @@ def judge(
     dup_cosine_cross: float = 0.60,
     related_cosine: float = 0.45,
 ) -> Judgement:
-    """Classify ``incoming`` against one stored memory. ``cosine`` is their embedding similarity."""
+    """The alignment rules (see the module docstring); :func:`judge` adds the name check."""
     na, nb = _norm(existing), _norm(incoming)
     ta, tb = tokenize(existing), tokenize(incoming)
     sa, sb = set(ta), set(tb)
@@ -306,7 +306,8 @@ def judge(
     ops = [op for op in sm.get_opcodes() if op[0] != "equal"]
     ratio = sm.ratio()
     replaces = [op for op in ops if op[0] == "replace"]
-    template = ratio >= 0.5 and len(replaces) >= 1 and all(i2 - i1 <= 6 and j2 - j1 <= 6 for _, i1, i2, j1, j2 in replaces)
+    template = ratio >= 0.5 and len(replaces) >= 1 and all(
+        i2 - i1 <= 6 and j2 - j1 <= 6 for _, i1, i2, j1, j2 in replaces)
     if template and not cue:
         # End focus: in zh and en the new information (the value) comes last; the subject
         # comes first. A replaced slot at the start, or followed by shared words, changed
@@ -349,3 +350,106 @@ def judge(
     if same_signature and cosine >= dup_cosine:
         return Judgement("duplicate", f"paraphrase (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
     return Judgement("distinct", f"related but different (cos {cosine:.2f}, overlap {overlap:.2f})", cosine, overlap)
+
+
+# ---------------------------------------------------------------------------- names and values
+_ENTITY = re.compile(r"\b(?:[A-Za-z]*[A-Z][A-Za-z]*[A-Z][A-Za-z0-9]*|[A-Za-z]+\d[A-Za-z0-9]*)\b")
+
+
+def entities(text: str) -> frozenset[str]:
+    """Acronyms and codes (GMV, DAU, iOS, Q3) that are not lexicon values: names, which survive
+    translation verbatim, so they can be compared across languages."""
+    out = set()
+    for m in _ENTITY.findall(unicodedata.normalize("NFKC", text)):
+        low = m.lower()
+        if not _LEXICON_RE.fullmatch(low):
+            out.add(low)
+    return frozenset(out)
+
+
+def judge(existing: str, incoming: str, cosine: float) -> Judgement:
+    """Classify ``incoming`` against one stored memory. ``cosine`` is their embedding similarity.
+
+    The alignment rules decide; then a merge is vetoed when both texts name things (acronyms,
+    codes) and neither set of names contains the other: "GMV excludes refunds" and "NMV 不含退款"
+    are about different metrics however close their wording or meaning.
+    """
+    j = _rule_judge(existing, incoming, cosine)
+    if j.label == "distinct" or j.reason == "same words":
+        return j
+    ea, eb = entities(existing), entities(incoming)
+    if ea and eb and not (ea <= eb or eb <= ea):
+        return Judgement("distinct", f"other names: {', '.join(sorted(ea - eb))} vs {', '.join(sorted(eb - ea))}",
+                         j.cosine, j.overlap)
+    return j
+
+
+# ---------------------------------------------------------------------------- LLM judge
+LLM_JUDGE_PROMPT = """You maintain a user's long-term memory. Compare a STORED memory with an INCOMING one.
+- "duplicate": the same fact, maybe paraphrased or in another language (nothing new).
+- "conflict": the same subject and attribute with a different value (the incoming one replaces it).
+- "distinct": a different fact (another subject, metric, period, scope ...), even if worded alike.
+Reply with JSON only: {{"label": "duplicate" | "conflict" | "distinct", "reason": "<a few words>"}}
+STORED: {existing}
+INCOMING: {incoming}"""
+
+_JSON_OBJ = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def parse_llm_judgement(text: str) -> tuple[Label, str] | None:
+    """``(label, reason)`` from a model reply holding one JSON object (code fences allowed), or None."""
+    import json
+
+    m = _JSON_OBJ.search(text or "")
+    if not m:
+        return None
+    try:
+        obj = json.loads(m.group())
+    except ValueError:
+        return None
+    label = obj.get("label") if isinstance(obj, dict) else None
+    if label not in ("duplicate", "conflict", "distinct"):
+        return None
+    return label, str(obj.get("reason") or "")[:200]
+
+
+def _reply_text(msg: object) -> str:
+    content = getattr(msg, "content", msg)
+    if isinstance(content, list):  # content blocks
+        return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+class LLMJudge:
+    """Judge with a chat model (strict JSON reply), falling back to :func:`judge` on any failure.
+
+    Identical wording and clearly unrelated pairs (low cosine and no shared words) are settled
+    without a call, so a write costs a model call only for its plausible neighbours.
+
+    Example:
+        >>> from supervisor.scripted import ScriptedChatModel
+        >>> j = LLMJudge(ScriptedChatModel(replies=['{"label": "distinct", "reason": "other metric"}']))
+        >>> j("GMV excludes refunds", "GMV 不含退款", 0.8).label
+        'distinct'
+        >>> j("GMV excludes refunds", "GMV 不含退款", 0.8).reason  # script exhausted: heuristic answers
+        'cross-language paraphrase (cos 0.80) (llm judge failed: ScriptExhausted)'
+    """
+
+    def __init__(self, model: object, *, min_cosine: float = 0.3):
+        self.model = model
+        self.min_cosine = min_cosine
+
+    def __call__(self, existing: str, incoming: str, cosine: float) -> Judgement:
+        base = judge(existing, incoming, cosine)
+        if base.reason == "same words" or (cosine < self.min_cosine and base.overlap < 0.1):
+            return base
+        try:
+            reply = self.model.invoke(LLM_JUDGE_PROMPT.format(existing=existing, incoming=incoming))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - any model failure: the heuristic still answers
+            return Judgement(base.label, f"{base.reason} (llm judge failed: {type(exc).__name__})",
+                             base.cosine, base.overlap)
+        parsed = parse_llm_judgement(_reply_text(reply))
+        if parsed is None:
+            return Judgement(base.label, f"{base.reason} (llm reply unparseable)", base.cosine, base.overlap)
+        label, why = parsed
+        return Judgement(label, f"llm: {why}" if why else "llm", base.cosine, base.overlap)

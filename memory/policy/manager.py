@@ -14,7 +14,7 @@ from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
-from memory.policy.dedupe import Judgement, judge
+from memory.policy.dedupe import Judgement, LLMJudge, judge
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
 from memory.policy.summarize import summarize, summarize_with_model
@@ -101,6 +101,8 @@ class MemoryManager:
         self.policy = self.settings.policy
         self.chat_model = chat_model
         self._llm_router = LLMRouter(chat_model) if chat_model is not None else None
+        # With a chat model, dedupe/conflict calls go to it (strict JSON), heuristics as fallback.
+        self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -128,6 +130,8 @@ class MemoryManager:
         return self.policy.strategies.get(mtype, self.policy.default_strategy)
 
     def _judge(self, existing: MemoryRecord, incoming: str, cosine: float) -> Judgement:
+        if self._llm_judge is not None:
+            return self._llm_judge(existing.content, incoming, cosine)
         return judge(existing.content, incoming, cosine)
 
     def remember(

@@ -13,6 +13,7 @@ from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
 from memory.evaluation import run_dedupe_eval
 from memory.policy.audit import AuditLog
+from memory.policy.dedupe import judge
 from memory.policy.manager import Actor, MemoryManager
 from memory.policy.tools import make_memory_tools
 from memory.records import utcnow
@@ -225,3 +226,31 @@ def test_search_never_returns_expired_deleted_or_foreign(tmp_path_factory, embed
                     assert not h.record.is_expired(utcnow())
     finally:
         mm.close()
+
+
+def test_chat_model_judges_dedupe_with_heuristic_fallback(tmp_path, embedder):
+    from supervisor.scripted import ScriptedChatModel
+
+    s = MemorySettings(path=str(tmp_path / "llm.sqlite"))
+    model = ScriptedChatModel(replies=[
+        '```json\n{"label": "duplicate", "reason": "same preference, reworded"}\n```',
+        "I think they are different?",  # unparseable: the heuristic decides
+    ])
+    m = MemoryManager(MemoryService.from_settings(s, embedder=embedder), AuditLog(s.path), s, chat_model=model)
+    try:
+        first = m.remember("The user wants charts without gridlines.", "user_profile/u1")
+        assert first.judgement == "distinct" and model.calls == []  # empty namespace: nothing to ask
+        # The heuristic keeps these apart; the model says they are one fact, so it merges.
+        assert judge("The user wants charts without gridlines.", "Please keep plots clean: no grid lines.",
+                     0.5).label == "distinct"
+        dup = m.remember("Please keep plots clean: no grid lines.", "user_profile/u1")
+        assert (dup.status, dup.judgement, dup.reason) == ("merged", "duplicate", "llm: same preference, reworded")
+        assert len(current(m, "user_profile/u1")) == 1
+        prompt = " ".join(str(msg.content) for msg in model.calls[0])
+        assert "no grid lines" in prompt and "without gridlines" in prompt
+        # Unparseable reply: falls back to the heuristic judge, and says so.
+        new = m.remember("以后图表默认用折线图", "user_profile/u1")
+        assert new.status == "added" and "unparseable" in new.reason
+        assert len(current(m, "user_profile/u1")) == 2
+    finally:
+        m.close()

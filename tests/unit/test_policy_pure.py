@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.policy.dedupe import change_cue, judge, values
+from memory.policy.dedupe import LLMJudge, change_cue, entities, judge, parse_llm_judgement, values
 from memory.policy.pii import redact
 from memory.policy.routing import RouteContext, route
 from memory.policy.summarize import summarize
@@ -111,6 +111,68 @@ def test_judge_examples(existing, incoming, cos, label):
     j = judge(existing, incoming, cos)
     assert j.label == label, j.reason
     assert j.reason
+
+
+def test_other_names_veto_a_merge_across_languages():
+    # Close in meaning and wording, but about another metric / period: names differ.
+    j = judge("DAU 按 user_id 去重统计", "MAU is counted by distinct user_id.", 0.65)
+    assert j.label == "distinct" and "dau" in j.reason and "mau" in j.reason
+    assert judge("Q1 营收目标是 2000 万元", "The Q2 revenue target is 20 million yuan.", 0.7).label == "distinct"
+    # Same names (or one side naming more): the veto does not fire.
+    assert judge("GMV 口径不含退款订单", "GMV excludes refunded orders.", 0.62).label == "duplicate"
+    assert judge("The GMV source table is dwd_trade_order.", "GMV 的数据源换成了 dws_trade_gmv", 0.6).label == "conflict"
+
+
+def test_entities_are_names_not_lexicon_values():
+    assert entities("DAU 和 iOS 的 Q3 数据") == {"dau", "ios", "q3"}
+    assert entities("Amounts in USD, time zone UTC") == frozenset()  # values, compared by the lexicon
+
+
+class _Model:
+    """A stand-in chat model: replays replies (or raises), records prompts."""
+
+    def __init__(self, *replies):
+        self.replies, self.prompts = list(replies), []
+
+    def invoke(self, prompt):
+        self.prompts.append(prompt)
+        r = self.replies.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return type("Msg", (), {"content": r})()
+
+
+@pytest.mark.parametrize(
+    ("reply", "parsed"),
+    [
+        ('{"label": "conflict", "reason": "new unit"}', ("conflict", "new unit")),
+        ('```json\n{"label": "distinct"}\n```', ("distinct", "")),
+        ('Sure! {"label": "duplicate", "reason": "same"} hope that helps', ("duplicate", "same")),
+        ('{"label": "maybe"}', None),
+        ("duplicate", None),
+        ("{not json}", None),
+    ],
+)
+def test_parse_llm_judgement(reply, parsed):
+    assert parse_llm_judgement(reply) == parsed
+
+
+def test_llm_judge_overrides_and_falls_back():
+    a, b = "User prefers bar charts.", "用户更喜欢柱状图"
+    assert judge(a, b, 0.56).label == "duplicate"
+    m = _Model('{"label": "distinct", "reason": "test says so"}', "no json here", RuntimeError("down"))
+    j = LLMJudge(m)
+    got = j(a, b, 0.56)
+    assert (got.label, got.reason) == ("distinct", "llm: test says so")
+    assert a in m.prompts[0] and b in m.prompts[0]
+    bad = j(a, b, 0.56)
+    assert bad.label == "duplicate" and "unparseable" in bad.reason
+    down = j(a, b, 0.56)
+    assert down.label == "duplicate" and "RuntimeError" in down.reason
+    # Identical wording and unrelated pairs never cost a call.
+    assert j(a, "user prefers bar charts", 0.99).reason == "same words"
+    assert j("The user likes hiking.", "Quarterly revenue is reported in USD.", 0.1).label == "distinct"
+    assert len(m.prompts) == 3
 
 
 def test_change_cue_is_relative_to_the_stored_text():
