@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -149,6 +150,7 @@ class SqliteBackend(AsyncMixin):
         self._closed = False
         self._index = VectorIndex(dim)
         self._kw = KeywordIndex()
+        self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._applied_seq = 0
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -244,11 +246,13 @@ class SqliteBackend(AsyncMixin):
         for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
             self._index.remove(rid)
             self._kw.remove(rid)
+            self._records.pop(rid, None)
         for rid, ns, blob, terms in self._conn.execute(
             "SELECT m.rid, m.ns, m.vector, f.terms FROM memories AS m"
             " LEFT JOIN memories_fts AS f ON f.rowid = m.rid WHERE m.seq > ?", (self._applied_seq,)
         ):
             namespace = tuple(ns.split("/"))
+            self._records.pop(rid, None)
             self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
             self._index_terms(rid, namespace, (terms or "").split())
         self._applied_seq = db_seq
@@ -256,6 +260,7 @@ class SqliteBackend(AsyncMixin):
     def _reset_indexes(self) -> None:
         self._index = VectorIndex(self.dim)
         self._kw = KeywordIndex()
+        self._records.clear()
         self._applied_seq = 0
 
     def _index_terms(self, rid: int, ns: Namespace, terms: list[str]) -> None:
@@ -309,6 +314,7 @@ class SqliteBackend(AsyncMixin):
                 )
                 self._index.add(rid, r.namespace, v)
                 self._index_terms(rid, r.namespace, terms.split())
+                self._records.pop(rid, None)
 
         self._write(do)
 
@@ -357,17 +363,35 @@ class SqliteBackend(AsyncMixin):
             out[row] = found[x]
         return out
 
-    def _fetch_rids(self, rids: Sequence[int], now: float) -> dict[int, MemoryRecord]:
+    # Parsed records kept per row id (LRU). Searches keep reading the same hot memories (a
+    # user's profile and definitions are candidates of nearly every search), and parsing a
+    # row (JSON metadata, timestamps) costs more than finding it. Entries are dropped whenever
+    # the row changes here or in another process (see _sync), so the cache is never stale.
+    RECORD_CACHE = 8192
+
+    def _fetch_rids(self, rids: Sequence[int] | set[int], now: float) -> dict[int, MemoryRecord]:
         out: dict[int, MemoryRecord] = {}
-        rids = list(rids)
-        for i in range(0, len(rids), 500):
-            chunk = rids[i : i + 500]
+        cache = self._records
+        missing: list[int] = []
+        for rid in rids:
+            rec = cache.get(rid)
+            if rec is None:
+                missing.append(rid)
+                continue
+            cache.move_to_end(rid)
+            if rec.expires_at is None or rec.expires_at.timestamp() > now:
+                out[rid] = rec
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
             for row in self._conn.execute(
-                f"SELECT {self._COLS} FROM memories WHERE rid IN ({','.join('?' * len(chunk))})"
-                " AND (expires_at IS NULL OR expires_at > ?)",
-                (*chunk, now),
+                f"SELECT {self._COLS} FROM memories WHERE rid IN ({','.join('?' * len(chunk))})", chunk
             ):
-                out[row[0]] = self._row_to_record(row)
+                rec = self._row_to_record(row)
+                cache[row[0]] = rec
+                if rec.expires_at is None or rec.expires_at.timestamp() > now:
+                    out[row[0]] = rec
+        while len(cache) > self.RECORD_CACHE:
+            cache.popitem(last=False)
         return out
 
     # Above this many rows, query terms that occur in more than PRUNE_DF of them are dropped
@@ -480,6 +504,7 @@ class SqliteBackend(AsyncMixin):
             for r in rids:
                 self._index.remove(r)
                 self._kw.remove(r)
+                self._records.pop(r, None)
             return len(rids)
 
         return self._write(do)

@@ -93,6 +93,9 @@ class AuditLog:
             self._conn.execute("PRAGMA busy_timeout = 10000")
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
+                # As for the store: in WAL mode NORMAL cannot corrupt the file; it only skips an
+                # fsync per commit (a power cut may lose the last events, a crash does not).
+                self._conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open the audit log at {self.path!r}: {exc}") from exc
