@@ -125,6 +125,11 @@ class PolicySettings(BaseModel):
     relative_cut: float = Field(0.5, ge=0, le=1, description="drop hits whose sim is below this share of the best")
     summary_max_tokens: int = Field(400, ge=0)
     chat_model: str | None = Field(None, description="init_chat_model string, e.g. 'openai:gpt-4o-mini'")
+    write_behind: bool = Field(
+        False,
+        description="post-handoff writes run on a background thread; searches wait only for pending "
+        "writes into the namespaces they read, and the Supervisor waits for all before it answers",
+    )
 
 
 class MemorySettings(BaseSettings):

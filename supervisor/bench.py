@@ -9,6 +9,13 @@ profile, facts and the agent's namespace; summarise under the budget) and the po
 (route and write what the agent produced: one SQL statement, one conclusion, or a conclusion
 and a report path; dedupe/merge; audit). Task texts are distinct, so the query embedding is
 computed every time; the timing includes embedding, search, scoring, summarising, writing.
+
+With ``write_behind=True`` the post-node only queues its writes (:mod:`supervisor.writebehind`).
+Handoffs still run back to back, so a queued write competes for the CPU (and the GIL) with the
+next pre-node, which also waits for pending writes into the namespaces it reads. Every third
+handoff ends a turn: the wait for all pending writes (what the Supervisor does before it
+answers) is added to that handoff's post time. ``write_p50_ms``/``write_p95_ms`` report how long a
+queued write took from submission to done.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from memory.policy.manager import MemoryManager
 from memory.records import MemoryRecord
 from memory.settings import MemorySettings
 from supervisor.context import SupervisorContext
-from supervisor.nodes import make_post_node, make_pre_node
+from supervisor.nodes import finish_writes, make_post_node, make_pre_node
+from supervisor.writebehind import WriteBehind
 
 KINDS = ("user_profile", "domain_facts", "text2sql_memories", "statistics_memories", "analysis_memories")
 AGENTS = ("text2sql", "statistics", "analysis")
@@ -51,7 +59,7 @@ def _items(agent: str, task: str, i: int) -> list[str]:
 
 
 def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
-                     settings: MemorySettings | None = None,
+                     settings: MemorySettings | None = None, write_behind: bool = False,
                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
 
@@ -61,10 +69,12 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
         cache_dir: where corpus vectors are cached (embedding 100k texts takes minutes);
             default: the user cache dir used by ``memctl bench``.
         settings: memory settings (the path is replaced by a temp file).
+        write_behind: post-nodes queue their writes on a background thread.
 
     Returns:
         ``{"n_memories", "handoffs", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
-        "total_p50_ms", "total_p95_ms", "per_agent": {...}, "errors", "config"}``.
+        "total_p50_ms", "total_p95_ms", "per_agent": {...}, "errors", "config", "write_behind"}``,
+        plus ``"write_p50_ms", "write_p95_ms"`` with ``write_behind``.
     """
     if cache_dir is None:
         import platformdirs
@@ -89,8 +99,24 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 if progress:
                     progress("load", min(n_memories, i + 5000), n_memories)
             budget = st.policy.summary_max_tokens
-            pre = {a: make_pre_node(mm, a, budget) for a in AGENTS}
-            post = {a: make_post_node(mm, a) for a in AGENTS}
+            wb = WriteBehind() if write_behind else None
+            write_ms: list[float] = []
+            if wb is not None:  # time each queued write from submission to done
+                submit = wb.submit
+
+                def timed_submit(ns: Any, fn: Callable[[], Any], **info: Any) -> Any:
+                    t = time.perf_counter()
+
+                    def run() -> Any:
+                        try:
+                            return fn()
+                        finally:
+                            write_ms.append((time.perf_counter() - t) * 1000)
+                    return submit(ns, run, **info)
+
+                wb.submit = timed_submit  # type: ignore[method-assign]
+            pre = {a: make_pre_node(mm, a, budget, write_behind=wb) for a in AGENTS}
+            post = {a: make_post_node(mm, a, wb) for a in AGENTS}
             runtime = Runtime(context=SupervisorContext(user_id="u0"))
             config = {"configurable": {"thread_id": "bench", "user_id": "u0"}}
             tasks = make_queries(handoffs + 1, seed=23)
@@ -109,11 +135,16 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 state.update(out)
                 state["last_result"] = {"agent": agent, "text": "ok", "memory_items": _items(agent, task, i)}
                 out2 = post[agent](state, config, runtime)
+                if wb is not None and i % len(AGENTS) == len(AGENTS) - 1:  # the turn ends here
+                    out2 = {**out2, **finish_writes(wb, {**state, **out2}, config, runtime)}
                 t2 = time.perf_counter()
                 errors += len(out2.get("memory_errors") or [])
                 rows.append((agent, (t1 - t0) * 1000, (t2 - t1) * 1000))
                 if progress:
                     progress("handoffs", i + 1, handoffs)
+            if wb is not None:
+                wb.drain()
+                wb.close()
         finally:
             mm.close()
 
@@ -124,8 +155,10 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 "post_p50_ms": pystats.median(post_ms), "post_p95_ms": _pct(post_ms, 0.95),
                 "total_p50_ms": pystats.median(tot), "total_p95_ms": _pct(tot, 0.95)}
 
+    extra = ({"write_p50_ms": pystats.median(write_ms), "write_p95_ms": _pct(write_ms, 0.95)}
+             if write_behind and write_ms else {})
     return {
-        "n_memories": n_memories, "handoffs": handoffs, **summary(rows),
+        "n_memories": n_memories, "handoffs": handoffs, **summary(rows), **extra, "write_behind": write_behind,
         "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
         "errors": errors,
         "config": {"embedding_model": base.embedding.model, "users": 10, "kinds": list(KINDS),

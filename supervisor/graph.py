@@ -49,6 +49,7 @@ from memory.service import MemoryService
 from supervisor.context import SupervisorContext
 from supervisor.nodes import (
     ALWAYS_ON,
+    finish_writes,
     last_user_message,
     make_entry_node,
     make_post_node,
@@ -57,6 +58,7 @@ from supervisor.nodes import (
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
 from supervisor.state import SupervisorState
+from supervisor.writebehind import WriteBehind
 
 log = logging.getLogger("supervisor")
 
@@ -116,6 +118,7 @@ def build_supervisor_graph(
     context_budget: int | None = None,
     max_handoffs: int = 8,
     always_on: tuple[str, ...] = ALWAYS_ON,
+    write_behind: bool | None = None,
 ) -> CompiledStateGraph:
     """Compile the Supervisor graph.
 
@@ -129,6 +132,8 @@ def build_supervisor_graph(
         context_budget: tokens of injected memory per prompt (default: settings.policy.summary_max_tokens).
         max_handoffs: handoffs per turn before the Supervisor must answer.
         always_on: namespace kinds searched without a similarity floor (profile, definitions).
+        write_behind: post-handoff writes run on a background thread (see
+            :mod:`supervisor.writebehind`); default: settings.policy.write_behind.
 
     Returns:
         A compiled graph with ``context_schema=SupervisorContext``; invoke it with
@@ -145,6 +150,7 @@ def build_supervisor_graph(
         if leaked:
             raise ValueError(f"sub-agent {a.name} has memory tools {leaked}; memory belongs to the Supervisor")
     budget = mm.settings.policy.summary_max_tokens if context_budget is None else context_budget
+    wb = WriteBehind() if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None
     handoff_tools = [make_handoff_tool(a) for a in agents]
     bound = chat.bind_tools(handoff_tools) if chat is not None else None
     semantic = router if router is not None or chat is not None else SemanticRouter(mm.service.embedder, agents)
@@ -170,7 +176,8 @@ def build_supervisor_graph(
                 if todo and not over:
                     return goto_next(state, todo, {"plan": p.as_dict()})
             answer = _compose_answer(last_user_message(state), state.get("results") or [], state.get("memory_log") or [])
-            return Command(goto=END, update={"messages": [AIMessage(answer, name="supervisor")], "plan": plan or {}})
+            return Command(goto=END, update={"messages": [AIMessage(answer, name="supervisor")], "plan": plan or {},
+                                             **finish_writes(wb, state, config, runtime)})
         prompt: list[BaseMessage] = [SystemMessage(SUPERVISOR_PROMPT.format(agents=agent_list))]
         if state.get("memory_context"):
             prompt.append(SystemMessage(state["memory_context"], name="memory"))
@@ -191,7 +198,7 @@ def build_supervisor_graph(
             return goto_next(state, todo, {"messages": [ai, *extra]})
         if extra:  # only bad calls: tell the model and let it try again
             return Command(goto="supervisor", update={"messages": [ai, *extra], "handoffs": (state.get("handoffs") or 0) + 1})
-        return Command(goto=END, update={"messages": [ai]})
+        return Command(goto=END, update={"messages": [ai], **finish_writes(wb, state, config, runtime)})
 
     def make_agent_node(agent: SubAgent):
         def run_agent(state: SupervisorState, config: RunnableConfig) -> dict[str, Any]:
@@ -210,12 +217,12 @@ def build_supervisor_graph(
         return run_agent
 
     g = StateGraph(SupervisorState, context_schema=SupervisorContext)
-    g.add_node("memory_entry", make_entry_node(mm, budget, always_on))
+    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb))
     g.add_node("supervisor", supervisor, destinations=(*(f"memory_pre_{n}" for n in names), "supervisor", END))
     for a in agents:
-        g.add_node(f"memory_pre_{a.name}", make_pre_node(mm, a.name, budget, always_on))
+        g.add_node(f"memory_pre_{a.name}", make_pre_node(mm, a.name, budget, always_on, wb))
         g.add_node(a.name, make_agent_node(a))
-        g.add_node(f"memory_post_{a.name}", make_post_node(mm, a.name))
+        g.add_node(f"memory_post_{a.name}", make_post_node(mm, a.name, wb))
         g.add_edge(f"memory_pre_{a.name}", a.name)
         g.add_edge(a.name, f"memory_post_{a.name}")
         g.add_edge(f"memory_post_{a.name}", "supervisor")

@@ -41,6 +41,7 @@ from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.router import split_sentences
 from supervisor.state import SupervisorState
+from supervisor.writebehind import Pending, WriteBehind
 
 # Leading connectives carry no content: "另外，GMV 口径是…" is stored as "GMV 口径是…".
 _LEAD = re.compile(r"^(?:另外|此外|还有|并且|而且|然后|同时)[，,、:：]\s*|^(?:also|and|plus|btw|by the way)[,:]?\s+", re.I)
@@ -124,6 +125,35 @@ class _Step:
         return {"memory_log": prev_log + self.events, "memory_errors": prev_err + self.errors}
 
 
+def _emit_written(s: _Step, res: Any, ns: Namespace, incoming: str, route_reason: str, **extra: Any) -> None:
+    s.emit("written", status=res.status, judgement=res.judgement, reason=res.reason, id=res.id,
+           namespace=ns_key(ns), content=res.record.content, incoming=incoming,
+           superseded=list(res.superseded), evicted=list(res.evicted), route_reason=route_reason, **extra)
+
+
+def _report(s: _Step, done: list[Pending]) -> None:
+    """Report background writes that finished as if this step had made them (events, errors)."""
+    for p in done:
+        res = s.guard(f"write {ns_key(p.namespace)} (queued by {p.info['origin']})", p.future.result)
+        if res is not None:
+            _emit_written(s, res, p.namespace, p.info["incoming"], p.info["route_reason"],
+                          deferred_from=p.info["origin"])
+
+
+def finish_writes(wb: WriteBehind | None, state: SupervisorState, config: RunnableConfig | None,
+                  runtime: Runtime[Any] | None) -> dict[str, Any]:
+    """End of a turn: wait for every background write and report them (no-op without write-behind)."""
+    if wb is None:
+        return {}
+    s = _Step("end", None, runtime, config)
+    _report(s, wb.drain())
+    if not s.events and not s.errors:
+        return {}
+    out = s.update(state)
+    out["memory_log"] = [e for e in out["memory_log"] if not (e.get("step") == "end" and e["kind"] == "timing")]
+    return out
+
+
 def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespace], top_k: int) -> list[SearchHit]:
     """Profile and definitions are few and always matter: every memory of these namespaces
     competes (no similarity floor, no relative cut) and the query only orders them. One search
@@ -171,9 +201,12 @@ def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budge
 
 
 def make_entry_node(manager: MemoryManager, budget: int,
-                    always_on: tuple[str, ...] = ALWAYS_ON) -> Callable[..., dict[str, Any]]:
+                    always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
+                    ) -> Callable[..., dict[str, Any]]:
     def memory_entry(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
         s = _Step("entry", None, runtime, config)
+        if write_behind is not None:  # a new turn starts from a settled store
+            _report(s, write_behind.drain())
         text = last_user_message(state)
         turn_reset = {"artifacts": {}, "plan": None, "pending": [], "active": None, "last_result": None,
                       "handoffs": 0, "agent_errors": [], "agent_context": "", "results": []}
@@ -196,9 +229,7 @@ def make_entry_node(manager: MemoryManager, budget: int,
                 content, d.write_namespace, {"type": d.memory_type, "source": "user"}, actor=s.actor, now=s.now,
                 reason=d.reason))
             if res is not None:
-                s.emit("written", status=res.status, judgement=res.judgement, reason=res.reason, id=res.id,
-                       namespace=ns_key(d.write_namespace), content=res.record.content, incoming=sentence,
-                       superseded=list(res.superseded), evicted=list(res.evicted), route_reason=d.reason)
+                _emit_written(s, res, d.write_namespace, sentence, d.reason)
         context = ""
         if decision.should_read and text.strip():
             hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
@@ -209,13 +240,17 @@ def make_entry_node(manager: MemoryManager, budget: int,
 
 
 def make_pre_node(manager: MemoryManager, agent: str, budget: int,
-                  always_on: tuple[str, ...] = ALWAYS_ON) -> Callable[..., dict[str, Any]]:
+                  always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
+                  ) -> Callable[..., dict[str, Any]]:
     def memory_pre(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
         s = _Step("pre", agent, runtime, config)
         task = (state.get("active") or {}).get("task") or last_user_message(state)
         decision = manager.route(task, s.user_id, role="assistant", agent=agent)
         s.emit("routed", **_decision(decision, task))
         context = ""
+        if write_behind is not None:  # read-your-writes: only the namespaces about to be searched
+            _report(s, write_behind.barrier(decision.read_namespaces) if decision.should_read
+                    else write_behind.collect())
         if decision.should_read:
             hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
                            always_on)
@@ -225,11 +260,14 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
     return memory_pre
 
 
-def make_post_node(manager: MemoryManager, agent: str) -> Callable[..., dict[str, Any]]:
+def make_post_node(manager: MemoryManager, agent: str,
+                   write_behind: WriteBehind | None = None) -> Callable[..., dict[str, Any]]:
     def memory_post(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
         s = _Step("post", agent, runtime, config)
         active = state.get("active") or {}
         result = state.get("last_result") or {}
+        if write_behind is not None:
+            _report(s, write_behind.collect())
         for item in result.get("memory_items") or []:
             d = manager.route(item, s.user_id, role="agent", agent=agent)
             s.emit("routed", **_decision(d, item))
@@ -238,12 +276,15 @@ def make_post_node(manager: MemoryManager, agent: str) -> Callable[..., dict[str
             ns = d.write_namespace or agent_namespace(agent, s.user_id)
             meta = {"type": d.memory_type, "source": agent, "agent": agent,
                     "extra": {"task": str(active.get("task", ""))[:300]}}
-            res = s.guard("write " + ns_key(ns), lambda item=item, ns=ns, meta=meta, why=d.reason: manager.remember(
+            write = (lambda item=item, ns=ns, meta=meta, why=d.reason: manager.remember(
                 item, ns, meta, actor=s.actor, now=s.now, reason=why))
+            if write_behind is not None:
+                write_behind.submit(ns, write, incoming=item, route_reason=d.reason, origin=f"post:{agent}")
+                s.emit("queued", namespace=ns_key(ns), incoming=item, route_reason=d.reason)
+                continue
+            res = s.guard("write " + ns_key(ns), write)
             if res is not None:
-                s.emit("written", status=res.status, judgement=res.judgement, reason=res.reason, id=res.id,
-                       namespace=ns_key(ns), content=res.record.content, incoming=item,
-                       superseded=list(res.superseded), evicted=list(res.evicted), route_reason=d.reason)
+                _emit_written(s, res, ns, item, d.reason)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

@@ -219,3 +219,29 @@ def test_docstring_examples(embedder):
     for mod in (supervisor.scripted, supervisor.graph):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
+
+
+def test_write_behind_keeps_read_your_writes_and_settles_before_the_answer(manager, tmp_path):
+    team = Team(manager, tmp_path, write_behind=True)
+    out = team.say("zhang", "t1", "查一下2024年华东每个月的 GMV", query_task="2024年华东每月 GMV")
+    post = [e for e in out["memory_log"] if e["step"] == "post"]
+    assert [e["kind"] for e in post if e["kind"] in ("queued", "written")] == ["queued"]
+    # the Supervisor waited for the queued write before answering, and reported it
+    written = [e for e in out["memory_log"] if e["kind"] == "written"]
+    assert [(e["namespace"], e["deferred_from"], e["status"]) for e in written] == \
+        [("text2sql_memories/zhang", "post:text2sql", "added")]
+    assert manager.service.count("text2sql_memories/zhang") == 1
+    # the next turn's handoff reads it back (same SQL is recalled, and not written twice)
+    out = team.say("zhang", "t2", "再查一下2024年华东每个月的 GMV", query_task="2024年华东每月 GMV 再查一次")
+    assert SQL[:60] in injected(team.agent_input("text2sql"))
+    assert manager.service.count("text2sql_memories/zhang") == 1
+    assert out["memory_errors"] == []
+
+
+def test_write_behind_failure_is_reported_with_its_origin(manager, tmp_path):
+    team = Team(manager, tmp_path, write_behind=True)
+    out = team.say("zhang", "t2", "查一下2024年华东每个月的 GMV", query_task="2024年华东每月 GMV",
+                   final="华东 2024 GMV: see the table", callbacks=[_KillStoreWhenAgentStarts(manager.service)])
+    assert out["messages"][-1].content == "华东 2024 GMV: see the table"
+    assert out["memory_errors"] and all("queued by post:text2sql" in e for e in out["memory_errors"])
+    assert [e for e in out["memory_log"] if e["kind"] == "error" and e["step"] == "end"]

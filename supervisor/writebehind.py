@@ -1,0 +1,87 @@
+"""Write-behind for the post-handoff node: the Supervisor does not wait for memory writes.
+
+A post-node write (embed, look at neighbours, judge, merge, audit) costs ~10-25 ms on two
+cores, on the critical path of every handoff although nothing downstream needs it at once.
+With ``policy.write_behind`` the post-node hands its writes to one background thread and
+returns. Consistency is kept where it matters:
+
+* **Order.** One worker thread, so writes are applied (and judged against each other) in the
+  order the graph produced them — the same outcome as writing inline.
+* **Read-your-writes.** Before a node searches, it waits for the pending writes into the
+  namespaces it is about to read (:meth:`WriteBehind.barrier`), so a search never misses a
+  memory the graph already produced. Writes into namespaces it does not read keep running.
+* **End of turn.** When the Supervisor answers, every pending write of the run is awaited
+  (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
+  Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
+* **Errors.** A write that fails is reported by the node that collects it, exactly like an
+  inline failure: a :class:`memory.errors.MemoryLayerError` goes to ``memory_errors``, anything
+  else is re-raised.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory.namespace import Namespace
+
+
+@dataclass
+class Pending:
+    """One queued write and what the node that finishes it needs to report."""
+
+    namespace: Namespace
+    future: Future[Any]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class WriteBehind:
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-write-behind")
+        self._pending: list[Pending] = []
+        self._lock = threading.Lock()
+
+    def submit(self, namespace: Namespace, fn: Callable[[], Any], **info: Any) -> Pending:
+        p = Pending(namespace, self._executor.submit(fn), info)
+        with self._lock:
+            self._pending.append(p)
+        return p
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def _take(self, select: Callable[[Pending], bool]) -> list[Pending]:
+        with self._lock:
+            taken = [p for p in self._pending if select(p)]
+            self._pending = [p for p in self._pending if not select(p)]
+        return taken
+
+    def barrier(self, prefixes: Iterable[Namespace]) -> list[Pending]:
+        """Wait for the pending writes under any of ``prefixes``; return them, finished.
+
+        The single worker runs writes in order, so waiting for the last matching one also
+        finishes the earlier ones; they are returned when they are done.
+        """
+        prefixes = list(prefixes)
+        hit = self._take(lambda p: any(p.namespace[: len(q)] == q for q in prefixes))
+        for p in hit:
+            p.future.exception()  # wait; the caller reads the result or the error
+        return hit + self.collect()
+
+    def collect(self) -> list[Pending]:
+        """The writes that have finished, without waiting."""
+        return self._take(lambda p: p.future.done())
+
+    def drain(self) -> list[Pending]:
+        """Wait for every pending write; return them all, finished."""
+        taken = self._take(lambda p: True)
+        for p in taken:
+            p.future.exception()
+        return taken
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

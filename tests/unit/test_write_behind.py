@@ -1,0 +1,59 @@
+"""WriteBehind: one ordered worker, per-namespace read barrier, drain, errors kept for the caller."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from memory.errors import BackendUnavailable
+from supervisor.writebehind import WriteBehind
+
+
+@pytest.fixture
+def wb():
+    w = WriteBehind()
+    yield w
+    w.close()
+
+
+def test_writes_run_in_submission_order(wb: WriteBehind) -> None:
+    seen: list[int] = []
+    for i in range(20):
+        wb.submit(("a", "u1"), lambda i=i: (time.sleep(0.001 * (i % 3)), seen.append(i)))
+    done = wb.drain()
+    assert seen == list(range(20))
+    assert len(done) == 20 and len(wb) == 0
+
+
+def test_barrier_waits_only_for_the_namespaces_it_reads(wb: WriteBehind) -> None:
+    gate = threading.Event()
+    wb.submit(("text2sql_memories", "u1"), gate.wait)  # blocks the worker until released
+    wb.submit(("analysis_memories", "u1"), lambda: "analysis")
+    t0 = time.perf_counter()
+    # another user's and another agent's namespaces do not wait for the blocked writes
+    assert wb.barrier([("user_profile", "u1"), ("statistics_memories", "u1"), ("text2sql_memories", "u12")]) == []
+    assert time.perf_counter() - t0 < 0.5
+    assert len(wb) == 2
+    releaser = threading.Timer(0.2, gate.set)
+    releaser.start()
+    t0 = time.perf_counter()
+    done = wb.barrier([("analysis_memories",)])  # a prefix: waits for the write queued behind the blocked one
+    assert time.perf_counter() - t0 >= 0.15
+    assert [p.namespace for p in done][0] == ("analysis_memories", "u1")
+    assert done[0].future.result() == "analysis"
+    wb.drain()
+
+
+def test_errors_stay_with_the_write_until_collected(wb: WriteBehind) -> None:
+    def fail() -> None:
+        raise BackendUnavailable("store down")
+
+    wb.submit(("a", "u1"), fail, origin="post:x")
+    wb.submit(("a", "u1"), lambda: "ok")
+    done = wb.drain()
+    with pytest.raises(BackendUnavailable, match="store down"):
+        done[0].future.result()
+    assert done[0].info == {"origin": "post:x"}
+    assert done[1].future.result() == "ok"  # a failed write does not stop the ones behind it
