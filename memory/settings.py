@@ -126,7 +126,7 @@ class PolicySettings(BaseModel):
     summary_max_tokens: int = Field(400, ge=0)
     chat_model: str | None = Field(None, description="init_chat_model string, e.g. 'openai:gpt-4o-mini'")
     write_behind: bool = Field(
-        False,
+        True,
         description="post-handoff writes run on a background thread; searches wait only for pending "
         "writes into the namespaces they read, and the Supervisor waits for all before it answers",
     )

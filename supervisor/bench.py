@@ -11,10 +11,12 @@ and a report path; dedupe/merge; audit). Task texts are distinct, so the query e
 computed every time; the timing includes embedding, search, scoring, summarising, writing.
 
 With ``write_behind=True`` the post-node only queues its writes (:mod:`supervisor.writebehind`).
-Handoffs still run back to back, so a queued write competes for the CPU (and the GIL) with the
-next pre-node, which also waits for pending writes into the namespaces it reads. Every third
-handoff ends a turn: the wait for all pending writes (what the Supervisor does before it
-answers) is added to that handoff's post time. ``write_p50_ms``/``write_p95_ms`` report how long a
+The next pre-node waits for pending writes into the namespaces it reads, and every third handoff
+ends a turn: the wait for all pending writes (what the Supervisor does before it answers) is
+added to that handoff's post time. ``agent_ms`` is untimed model time slept after each node (the
+sub-agent's and the Supervisor's LLM calls, in a real graph 0.5-5 s each); with 0 the handoffs
+run back to back, the worst case, where a queued write competes for the CPU and the GIL with
+the next pre-node. ``write_p50_ms``/``write_p95_ms`` report how long a
 queued write took from submission to done.
 """
 
@@ -60,6 +62,7 @@ def _items(agent: str, task: str, i: int) -> list[str]:
 
 def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
                      settings: MemorySettings | None = None, write_behind: bool = False,
+                     agent_ms: float = 0.0,
                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
 
@@ -70,6 +73,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
             default: the user cache dir used by ``memctl bench``.
         settings: memory settings (the path is replaced by a temp file).
         write_behind: post-nodes queue their writes on a background thread.
+        agent_ms: untimed sleep after each pre-node and post-node (simulated model time).
 
     Returns:
         ``{"n_memories", "handoffs", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
@@ -131,15 +135,20 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                                          "active": {"agent": agent, "task": task, "tool_call_id": None}}
                 t0 = time.perf_counter()
                 out = pre[agent](state, config, runtime)
-                t1 = time.perf_counter()
+                pre_ms = (time.perf_counter() - t0) * 1000
+                time.sleep(agent_ms / 1000)  # the sub-agent's model time, not timed
                 state.update(out)
                 state["last_result"] = {"agent": agent, "text": "ok", "memory_items": _items(agent, task, i)}
+                t1 = time.perf_counter()
                 out2 = post[agent](state, config, runtime)
+                post_ms = (time.perf_counter() - t1) * 1000
+                time.sleep(agent_ms / 1000)  # the Supervisor's model time, not timed
                 if wb is not None and i % len(AGENTS) == len(AGENTS) - 1:  # the turn ends here
+                    t2 = time.perf_counter()
                     out2 = {**out2, **finish_writes(wb, {**state, **out2}, config, runtime)}
-                t2 = time.perf_counter()
+                    post_ms += (time.perf_counter() - t2) * 1000
                 errors += len(out2.get("memory_errors") or [])
-                rows.append((agent, (t1 - t0) * 1000, (t2 - t1) * 1000))
+                rows.append((agent, pre_ms, post_ms))
                 if progress:
                     progress("handoffs", i + 1, handoffs)
             if wb is not None:
