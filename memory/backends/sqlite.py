@@ -551,6 +551,14 @@ class SqliteBackend(AsyncMixin):
                 params.append(utcnow().timestamp())
             return int(self._conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0])
 
+    def size_hint(self, namespace: Namespace) -> int:
+        """Rows under a namespace prefix, expired ones included: an upper bound of ``count``
+        from the in-memory index, without a query."""
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            return self._index.size(self._index.matching([namespace]))
+
     def namespaces(self) -> list[tuple[Namespace, int]]:
         with self._lock, self._translate():
             self._check_open()
