@@ -3,9 +3,10 @@
 Protocol (the issue's, kept exact so figures are comparable):
 
 * every turn becomes one memory in namespace ``eval/<conversation_id>``, ``created_at`` = its
-  session date, content ``"<speaker>: <text>"`` plus the image caption when there is one; the
-  previous turn of the same session is attached as retrieval context (``context_turns``), as a
-  conversational memory writer would (see :func:`memory.records.index_text`);
+  session date, content ``"<speaker>: <text>"`` plus the image caption when there is one, the
+  speaker in ``metadata.extra["speaker"]``; the two previous turns of the same session are
+  attached as retrieval context (``context_turns``), as a conversational memory writer would
+  (see :func:`memory.records.index_text`). Both are known when a turn is written;
 * each conversation is evaluated as of its last session date (the ``now`` for decay);
 * each question is searched within its own conversation only;
 * questions with empty ``evidence`` and adversarial ones (category 5) are skipped;
@@ -38,6 +39,7 @@ class Turn:
     dia_id: str
     session_date: datetime
     content: str
+    speaker: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ def load_dataset(data_dir: str | Path) -> tuple[dict[str, list[Turn]], list[Ques
             date = as_utc(str(_field(obj, "session_date", tpath)))
         except ValueError as exc:
             raise InvalidInput(f"{tpath}: bad session_date {obj.get('session_date')!r}") from exc
-        turns[conv].append(Turn(conv, str(_field(obj, "dia_id", tpath)), date, content))
+        turns[conv].append(Turn(conv, str(_field(obj, "dia_id", tpath)), date, content,
+                                str(_field(obj, "speaker", tpath))))
     questions = []
     qpath = root / "questions.jsonl"
     for obj in _read_jsonl(qpath):
@@ -109,8 +112,10 @@ def _ns(conv: str) -> tuple[str, str]:
 
 
 def _turn_extra(turns: list[Turn], j: int, context_turns: int) -> dict[str, Any]:
-    """dia_id plus, as retrieval context, the previous turn(s) of the same session."""
+    """dia_id, the speaker, and as retrieval context the previous turn(s) of the same session."""
     extra: dict[str, Any] = {"dia_id": turns[j].dia_id}
+    if turns[j].speaker:
+        extra["speaker"] = turns[j].speaker
     prev = [turns[k].content for k in range(max(0, j - context_turns), j)
             if turns[k].session_date == turns[j].session_date]
     if prev:
@@ -134,7 +139,7 @@ def run_retrieval_eval(
     conversations: Iterable[str] | None = None,
     ks: tuple[int, ...] = (5, 10),
     mrr_depth: int = 50,
-    context_turns: int = 1,
+    context_turns: int = 2,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     turns, questions = load_dataset(data_dir)

@@ -126,7 +126,11 @@ class ScoredMemory:
 
 @dataclass(frozen=True, slots=True)
 class ScoreBreakdown:
-    """Why a hit scored what it did: ``score = alpha*sim + beta*decay + gamma*boost``."""
+    """Why a hit scored what it did: ``score = alpha*sim + beta*decay + gamma*boost + query``.
+
+    ``query`` is the bonus the question itself gave this memory (:func:`memory.query.rerank`:
+    written in the date window the question names, by the speaker it names, ...); 0 otherwise.
+    """
 
     sim: float
     vector: float
@@ -134,6 +138,7 @@ class ScoreBreakdown:
     decay: float
     boost: float
     score: float
+    query: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {k: round(getattr(self, k), 6) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -152,15 +157,26 @@ class SearchHit:
         return {**record_to_dict(self.record), "score": self.breakdown.as_dict()}
 
 
+CONTENT_TERM_WEIGHT = 3  # see index_text
+
+
 def index_text(r: MemoryRecord) -> str:
-    """The text that is embedded and keyword-indexed for a record.
+    """The text that is keyword-indexed for a record (vectors: ``MemoryService.embed_records``).
 
     It is the content, preceded by retrieval context when the writer put some in
     ``metadata.extra["context"]`` (e.g. the previous turn of a conversation, which often holds
     what "this" or "it" refers to). The context helps find the memory; it is not part of it.
+
+    The content is repeated ``CONTENT_TERM_WEIGHT`` times: BM25 has no field weights here, so
+    term frequency carries them. With equal weight a turn and the turn after it (whose context
+    it is) matched the same words equally and the answer lost its rank to its neighbour. On the
+    LoCoMo tuning half (one previous turn as context) MRR went .468 (x1) -> .506 (x2) -> .517 (x3),
+    R@10 .757 -> .774 -> .772; the zh/en set stayed level (R@10 .952 -> .958, MRR .669 -> .685).
     """
     ctx = r.metadata.extra.get("context")
-    return f"{ctx}\n{r.content}" if isinstance(ctx, str) and ctx.strip() else r.content
+    parts = [r.content] * CONTENT_TERM_WEIGHT
+    # Repeated with or without context, so a memory without one is not shorter-weighted by BM25.
+    return "\n".join([ctx, *parts] if isinstance(ctx, str) and ctx.strip() else parts)
 
 
 def record_to_dict(r: MemoryRecord) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from memory.embeddings import Embedder, get_embedder
 from memory.errors import InvalidContent, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import NamespaceLike, parse_namespace, parse_namespaces
+from memory.query import RerankWeights, plan_query, rerank
 from memory.records import (
     MemoryMetadata,
     MemoryQuery,
@@ -286,6 +287,8 @@ class MemoryService:
                         limit=max(k, cfg.candidates), now=now)
         )
         hits = scoring.score_candidates(cands, now, cfg)
+        # Dates, "when"/"now" and named speakers in the question re-rank the candidates (< 0.2 ms).
+        hits = rerank(hits, plan_query(query, now), RerankWeights.from_scoring(cfg))
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
                               cfg.min_sim if min_sim is None else min_sim)
 

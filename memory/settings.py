@@ -59,6 +59,11 @@ class ScoringSettings(BaseModel):
         }
     )
     source_boosts: dict[str, float] = Field(default_factory=dict)
+    # Query-time bonuses from memory.query (added to the score; 0 turns one off).
+    window_bonus: float = Field(0.3, ge=0, description="memory written in the date window the question names")
+    time_bonus: float = Field(0.2, ge=0, description="'when' questions: memory states a time")
+    current_bonus: float = Field(0.05, ge=0, description="'now/现在' questions: newest candidate (scaled by age)")
+    speaker_bonus: float = Field(0.2, ge=0, description="memory said by the speaker the question names (extra.speaker)")
 
 
 class EmbeddingSettings(BaseModel):
@@ -145,7 +150,7 @@ class MemorySettings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     max_content_chars: int = Field(20_000, ge=1)
     context_weight: float = Field(
-        0.3, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"
+        0.4, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"
     )
     default_ttl_days: float | None = Field(None, gt=0)
 

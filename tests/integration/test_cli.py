@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZH_EN = ROOT / "tests" / "data" / "zh_en"
 _SCRIPT = Path(sys.executable).parent / "memctl"
 MEMCTL: list[str] = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memory.cli"]
-SCORE_KEYS = {"sim", "vector", "keyword", "decay", "boost", "score"}
+SCORE_KEYS = {"sim", "vector", "keyword", "decay", "boost", "score", "query"}
 CHART = "用户偏好柱状图"
 CHART_QUERY = "which chart type does the user like?"
 
@@ -225,8 +225,8 @@ def test_search_json_breakdown(populated):
         b = h["score"]
         assert all(isinstance(b[k], float) for k in SCORE_KEYS)
         assert 0.0 <= b["sim"] <= 1.0 and 0.0 <= b["decay"] <= 1.0 and 0.0 <= b["boost"] <= 1.0
-        # Default weights: S = 1.0*sim + 0.05*decay + 0.05*boost.
-        assert b["score"] == pytest.approx(b["sim"] + 0.05 * b["decay"] + 0.05 * b["boost"], abs=1e-5)
+        # Default weights: S = 1.0*sim + 0.05*decay + 0.05*boost + query (the question's own bonus).
+        assert b["score"] == pytest.approx(b["sim"] + 0.05 * b["decay"] + 0.05 * b["boost"] + b["query"], abs=1e-5)
         assert h["namespace"] == "u1"
     scores = [h["score"]["score"] for h in hits]
     assert scores == sorted(scores, reverse=True)

@@ -24,9 +24,9 @@ def eval_service(embedder):
 def test_zh_en_set_including_cross_language(eval_service):
     r = run_retrieval_eval(eval_service, ZH_EN)
     assert r["overall"]["n"] == 165
-    # Measured 0.958 / 0.685 (see README); the floors catch real regressions.
-    assert r["overall"]["R@10"] >= 0.90
-    assert r["overall"]["MRR"] >= 0.60
+    # Measured 0.952 / 0.719 (memctl eval retrieval); the floors catch real regressions.
+    assert r["overall"]["R@10"] >= 0.93
+    assert r["overall"]["MRR"] >= 0.69
     for cat in ("zh->en", "en->zh"):
         assert r["by_category"][cat]["R@10"] >= 0.80, (cat, r["by_category"][cat])
 
@@ -35,7 +35,9 @@ def test_zh_en_set_including_cross_language(eval_service):
 def test_locomo_one_conversation_beats_bm25_baseline(eval_service):
     r = run_retrieval_eval(eval_service, LOCOMO, conversations=["conv-26"])
     assert r["overall"]["n"] == 150  # 199 QAs - 47 adversarial - 2 without evidence
-    assert r["overall"]["R@10"] >= 0.60  # BM25 alone: .561 over all ten conversations
+    # Measured .860 / .585 with the query rules (memory.query); BM25 alone: .561 over all ten.
+    assert r["overall"]["R@10"] >= 0.82
+    assert r["overall"]["MRR"] >= 0.55
     assert set(r["timing"]) == {"ingest_per_s", "search_p50_ms", "search_p95_ms"}
 
 

@@ -1,0 +1,279 @@
+"""Query understanding for search: pure rules over the question text and an explicit ``now``.
+
+Nothing here embeds or touches a backend; :func:`plan_query` reads a question once (well under
+a millisecond: a handful of precompiled regexes) and :func:`rerank` adjusts already-scored hits.
+Why rules and not a model: no offline model we can ship parses dates or question intent, and
+the cases that matter are regular:
+
+* **Dates in the question** ("on 7 July, 2023", "in June", "Aug 15th", "去年十二月", "上周",
+  "last week") say *when the memory was written*, give or take a few days: people talk about
+  an event in the next conversation after it. Memories written inside that window get a bonus.
+* **"When ..." questions** ("when did", "how long ago", "什么时候", "哪天") are answered by a
+  memory that itself carries a time expression ("last Friday", "yesterday", "in 2019", "上周"),
+  so such memories get a small bonus.
+* **"Current value" questions** ("now", "currently", "现在", "目前") want the newest of
+  several memories about the same thing (preferences get updated); recency gets a bonus.
+
+Only the ranking changes; the keyword and vector queries are the question as asked (stripping
+question words did not pay: the keyword tokenizer already drops them as stop words).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+from memory.records import SearchHit
+from memory.settings import ScoringSettings
+
+_MONTHS = {
+    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
+    "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9,
+    "sep": 9, "sept": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
+}
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ZH_NUM = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10,
+           "十一": 11, "十二": 12}
+_ZH_MONTH_RE = r"(1[0-2]|[1-9]|十[一二]?|[一二三四五六七八九])\s*月"
+
+# "7 July, 2023" / "7th of July 2023" (day first) and "July 7, 2023" / "Aug 15th" (month first).
+_DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\b\.?,?\s*(\d{{4}})?", re.I)
+_MONTH_FIRST = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s*(\d{{4}}))?", re.I)
+# "in June", "June 2023", "beginning of November 2022": a capitalised full month name (with or
+# without its year). Abbreviations alone are too often names or words ("Jun", "Mar", "may"), and
+# "May" needs a preposition before it like every date (see _EVENT_PREP).
+_FULL_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_MONTH_ONLY = re.compile(rf"\b({_FULL_MONTHS})\b\.?,?\s*(\d{{4}})?")
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+# Chinese: "2023年7月7日", "7月7号", "去年十二月", "3月".
+_ZH_DATE = re.compile(rf"(?:(\d{{4}})\s*年|(去年|今年|前年))?\s*{_ZH_MONTH_RE}(?:\s*(\d{{1,2}})\s*[日号])?")
+
+# Relative expressions, resolved against ``now``: (pattern, days back to the window start, days back to its end).
+_RELATIVE: tuple[tuple[re.Pattern[str], int, int], ...] = (
+    (re.compile(r"\byesterday\b|昨天|昨日", re.I), 2, 0),
+    (re.compile(r"\blast\s+week(?:end)?\b|上周|上个?星期|上个?礼拜", re.I), 10, 3),
+    (re.compile(r"\b(?:a\s+few|couple\s+of)\s+days\s+ago\b|前几天|前两天", re.I), 6, 1),
+    (re.compile(r"\btwo\s+weeks\s+ago\b|两周前|两个星期前", re.I), 18, 10),
+    (re.compile(r"\blast\s+month\b|上个?月", re.I), 62, 27),
+)
+
+# Question forms that ask for a time.
+_WANTS_TIME = re.compile(
+    r"^\s*(?:when|what\s+(?:date|day|time|year|month)|which\s+(?:date|day|year|month)|how\s+long\s+ago)\b"
+    r"|\bwhen\s+(?:did|was|were|is|does|do|will|has|had)\b|\bby\s+when\b"
+    r"|什么时候|何时|哪天|哪一天|哪年|哪个月|几月|几号|多久以前",
+    re.I,
+)
+# Question forms that ask for the value that holds now (the newest statement wins).
+_WANTS_CURRENT = re.compile(
+    r"\b(?:now|currently|current|these\s+days|latest|at\s+the\s+moment|anymore)\b|现在|目前|当前|如今|最新",
+    re.I,
+)
+# A memory that states a time: relative phrases, weekdays, months, years, clock times, Chinese dates.
+_TIME_IN_TEXT = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last\s+(?:night|week|weekend|month|year|time|summer|winter|spring|fall)"
+    r"|this\s+(?:morning|afternoon|evening|week|weekend|month|year|past)|next\s+(?:week|month|year)"
+    r"|(?:mon|tues|wednes|thurs|fri|satur|sun)day|weekend|since|recently"
+    rf"|{_MONTH_RE}|(?:19|20)\d\d|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))\b"
+    r"|昨天|今天|明天|上周|下周|上个?月|下个?月|去年|今年|明年|前天|后天|周[一二三四五六日末]|星期|\d+\s*[月日号]|[一二三四五六七八九十]+月",
+    re.I,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """What :func:`plan_query` read from a question.
+
+    ``window`` is a half-open ``[start, end)`` range of memory write times the question points
+    at (None: no date in it). ``wants_time`` / ``wants_current`` flag "when ..." and
+    "... now" questions.
+    """
+
+    text: str
+    window: tuple[datetime, datetime] | None = None
+    wants_time: bool = False
+    wants_current: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RerankWeights:
+    """Score bonuses (in units of the final score, where ``sim`` is in [0, 1]).
+
+    The defaults mirror ``ScoringSettings`` (``*_bonus``), where the service takes them from.
+    """
+
+    window: float = 0.3
+    time: float = 0.2
+    current: float = 0.05
+    speaker: float = 0.2
+
+    @classmethod
+    def from_scoring(cls, cfg: ScoringSettings) -> RerankWeights:
+        return cls(cfg.window_bonus, cfg.time_bonus, cfg.current_bonus, cfg.speaker_bonus)
+
+
+def _zh_month(tok: str) -> int:
+    return int(tok) if tok.isdigit() else _ZH_NUM[tok]
+
+
+def _latest_year(month: int, day: int, now: datetime) -> int:
+    """A date given without a year means its latest occurrence not after ``now``."""
+    year = now.year
+    try:
+        if datetime(year, month, day, tzinfo=UTC) > now:
+            year -= 1
+    except ValueError:  # 29 February and the like: keep the year, let the caller skip it
+        pass
+    return year
+
+
+def _day_window(year: int, month: int, day: int) -> tuple[datetime, datetime] | None:
+    # People mention an event in the conversation after it: from the day before to a week after.
+    try:
+        d = datetime(year, month, day, tzinfo=UTC)
+    except ValueError:
+        return None
+    return d - timedelta(days=1), d + timedelta(days=8)
+
+
+def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=UTC)
+    nxt = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    return start, nxt + timedelta(days=10)
+
+
+# A date names *when something happened* after a preposition ("in June", "on 7 July, 2023",
+# "between August 11 and ...", "the week before August 3"); without one it usually names the
+# period a figure is about ("April conversion rate", "February's GMV"), which was written down
+# weeks later, so it gives no window.
+_EVENT_PREP = re.compile(
+    r"\b(?:in|on|during|around|between|before|after|of|since|early|late|mid)[\s-]+(?:the\s+)?$", re.I)
+
+
+def _event_date(q: str, m: re.Match[str]) -> bool:
+    return _EVENT_PREP.search(q, 0, m.start()) is not None
+
+
+def _explicit_window(q: str, now: datetime) -> tuple[datetime, datetime] | None:
+    years = [int(y) for y in _YEAR.findall(q)]
+    default_year = years[-1] if years else None  # "between August 11 and August 15 2023"
+    for m in _DAY_FIRST.finditer(q):
+        if _event_date(q, m):
+            day, month = int(m.group(1)), _MONTHS[m.group(2).lower()]
+            year = int(m.group(3)) if m.group(3) else default_year or _latest_year(month, day, now)
+            return _day_window(year, month, day)
+    for m in _MONTH_FIRST.finditer(q):
+        if _event_date(q, m) and int(m.group(2)) <= 31:
+            month, day = _MONTHS[m.group(1).lower()], int(m.group(2))
+            year = int(m.group(3)) if m.group(3) else default_year or _latest_year(month, day, now)
+            return _day_window(year, month, day)
+    for m in _MONTH_ONLY.finditer(q):
+        if _event_date(q, m):
+            month = _MONTHS[m.group(1).lower()]
+            year = int(m.group(2)) if m.group(2) else default_year or _latest_year(month, 1, now)
+            return _month_window(year, month)
+    # Chinese: only a full date ("7月7日"); a bare month ("三月份的 GMV") is the period a figure
+    # is about, as above.
+    for m in _ZH_DATE.finditer(q):
+        if m.group(4):
+            month = _zh_month(m.group(3))
+            if m.group(1):
+                year = int(m.group(1))
+            elif m.group(2):
+                year = now.year - {"去年": 1, "今年": 0, "前年": 2}[m.group(2)]
+            else:
+                year = default_year or _latest_year(month, int(m.group(4)), now)
+            return _day_window(year, month, int(m.group(4)))
+    for m in _YEAR.finditer(q):
+        if _event_date(q, m):
+            y = int(m.group(1))
+            return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 10, tzinfo=UTC)
+    return None
+
+
+def plan_query(query: str, now: datetime) -> QueryPlan:
+    """Read dates and intent from a question; ``now`` anchors relative dates ("last week").
+
+    ``now`` must be timezone-aware (the service passes UTC).
+    """
+    window = _explicit_window(query, now)
+    if window is None:
+        for pattern, back_start, back_end in _RELATIVE:
+            if pattern.search(query):
+                window = (now - timedelta(days=back_start), now - timedelta(days=back_end) + timedelta(days=1))
+                break
+    return QueryPlan(
+        text=query,
+        window=window,
+        wants_time=bool(_WANTS_TIME.search(query)),
+        wants_current=bool(_WANTS_CURRENT.search(query)),
+    )
+
+
+def states_time(text: str) -> bool:
+    """Does a memory's text carry a time expression ("last Friday", "in 2019", "上周")?"""
+    return _TIME_IN_TEXT.search(text) is not None
+
+
+def _named_speakers(hits: Sequence[SearchHit], query: str) -> frozenset[str]:
+    """Speakers (``metadata.extra["speaker"]``) of the candidates whom the question names.
+
+    Empty unless the question names some but not all of them: "What did Caroline paint?"
+    favours what Caroline said; a question naming both speakers of a chat favours neither.
+    """
+    speakers = {s for h in hits if isinstance(s := h.record.metadata.extra.get("speaker"), str) and s.strip()}
+    if len(speakers) < 2:
+        return frozenset()
+    low = query.casefold()
+    named = frozenset(s for s in speakers if _mentions(low, s.casefold()))
+    return named if named and len(named) < len(speakers) else frozenset()
+
+
+def _mentions(text: str, name: str) -> bool:
+    # Whole-word match for Latin names ("Jon" is not in "John"); substring for CJK names.
+    if not name.isascii():
+        return name in text
+    i = text.find(name)
+    while i >= 0:
+        end = i + len(name)
+        if (i == 0 or not text[i - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
+            return True
+        i = text.find(name, i + 1)
+    return False
+
+
+def rerank(hits: Sequence[SearchHit], plan: QueryPlan, weights: RerankWeights) -> list[SearchHit]:
+    """Add the plan's bonuses to scored hits (``breakdown.query`` and ``score``) and re-sort.
+
+    A bonus is only given to hits that are already relevant to some degree (``sim`` > 0), so a
+    date alone never pulls in an unrelated memory. The recency bonus for "current value"
+    questions is relative to the candidates: 1 for the newest, 0 for the oldest.
+    """
+    named = _named_speakers(hits, plan.text) if weights.speaker else frozenset()
+    if not hits or (plan.window is None and not plan.wants_time and not plan.wants_current and not named):
+        return list(hits)
+    newest = oldest = 0.0
+    if plan.wants_current and weights.current:
+        stamps = [h.record.created_at.timestamp() for h in hits]
+        newest, oldest = max(stamps), min(stamps)
+    out = []
+    for h in hits:
+        b = h.breakdown
+        extra = 0.0
+        if b.sim > 0:
+            rec = h.record
+            if plan.window is not None and plan.window[0] <= rec.created_at < plan.window[1]:
+                extra += weights.window
+            if plan.wants_time and states_time(rec.content):
+                extra += weights.time
+            if named and rec.metadata.extra.get("speaker") in named:
+                extra += weights.speaker
+            if plan.wants_current and newest > oldest:
+                extra += weights.current * (rec.created_at.timestamp() - oldest) / (newest - oldest)
+        if extra:
+            h = replace(h, breakdown=replace(b, query=b.query + extra, score=b.score + extra))
+        out.append(h)
+    out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
+    return out

@@ -1,0 +1,168 @@
+"""memory.query: date windows, question intent, named speakers, and the re-ranking they drive."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.query import QueryPlan, RerankWeights, plan_query, rerank, states_time
+from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, SearchHit
+from memory.settings import ScoringSettings
+
+NOW = datetime(2023, 10, 22, 12, 0, tzinfo=UTC)
+
+
+def d(y: int, m: int, day: int) -> datetime:
+    return datetime(y, m, day, tzinfo=UTC)
+
+
+def window(q: str, now: datetime = NOW) -> tuple[datetime, datetime] | None:
+    return plan_query(q, now).window
+
+
+@pytest.mark.parametrize(("question", "inside", "outside"), [
+    ("What movie did Joanna watch on 1 May, 2022?", d(2022, 5, 2), d(2022, 5, 20)),
+    ("Who did Maria have dinner with on May 3, 2023?", d(2023, 5, 3), d(2023, 4, 20)),
+    ("When did Melanie go camping in June?", d(2023, 6, 20), d(2023, 8, 1)),       # no year: latest June
+    ("What setback did Melanie face in October 2023?", d(2023, 10, 13), d(2023, 9, 1)),
+    ("Which tournament did Nate win in the beginning of November 2022?", d(2022, 11, 7), d(2022, 10, 30)),
+    ("Where was John between August 11 and August 15 2023?", d(2023, 8, 11), d(2022, 8, 11)),  # year from later
+    ("What did his teammates give him when they met on Aug 15th?", d(2023, 8, 17), d(2023, 8, 1)),
+    ("How many times has Melanie gone to the beach in 2023?", d(2023, 7, 1), d(2022, 12, 1)),
+    ("2023年7月7日发生了什么？", d(2023, 7, 8), d(2023, 7, 20)),
+])
+def test_explicit_dates_give_a_window_around_when_it_was_said(question, inside, outside):
+    w = window(question)
+    assert w is not None, question
+    assert w[0] <= inside < w[1]
+    assert not (w[0] <= outside < w[1])
+
+
+def test_a_date_without_a_year_is_its_latest_occurrence_before_now():
+    # On 22 October, "in December" is last December, "on 3 October" is this year's.
+    w = window("What did she buy in December?")
+    assert w is not None and w[0] == d(2022, 12, 1)
+    w = window("What happened on 3 October?")
+    assert w is not None and w[0] <= d(2023, 10, 3) < w[1]
+
+
+@pytest.mark.parametrize("question", [
+    "What was the April conversion rate?",       # the period a figure is about, reported weeks later
+    "What was February's GMV?",
+    "一月份的准时交付率是多少？",
+    "去年十二月的 M1+ 逾期率是多少？",
+    "Who is Jun's manager in Singapore?",         # a name, not a month
+    "May I ask which chart type she prefers?",    # a verb, not a month
+    "What does the 2024 ageing report cover?",
+    "How should amounts be shown in reports?",
+])
+def test_no_window_without_an_event_date(question):
+    assert window(question) is None
+
+
+@pytest.mark.parametrize(("question", "days_back"), [
+    ("What did Jun say yesterday?", 1),
+    ("上周的次日留存是多少？", 7),
+    ("What was discussed last week?", 7),
+    ("上个月的复盘结论是什么？", 30),
+])
+def test_relative_dates_resolve_against_now(question, days_back):
+    w = window(question)
+    assert w is not None
+    target = NOW - timedelta(days=days_back)
+    assert w[0] <= target < w[1]
+    assert w[1] <= NOW + timedelta(days=1)
+    # The same words a year later point a year later: nothing is tied to the wall clock.
+    later = window(question, NOW + timedelta(days=365))
+    assert later is not None and later[0] == w[0] + timedelta(days=365)
+
+
+@pytest.mark.parametrize(("question", "wants_time", "wants_current"), [
+    ("When did Caroline go to the LGBTQ support group?", True, False),
+    ("How long ago was Caroline's 18th birthday?", True, False),
+    ("3.3 版本计划什么时候上线？", True, False),
+    ("What is Caroline's identity?", False, False),
+    ("Which currency should the Southeast Asia dashboards use now?", False, True),
+    ("现在报表里的金额该用什么单位展示？", False, True),
+    ("What is the know-how here?", False, False),  # "now" only as a whole word
+])
+def test_question_intent(question, wants_time, wants_current):
+    p = plan_query(question, NOW)
+    assert (p.wants_time, p.wants_current) == (wants_time, wants_current)
+
+
+def test_states_time():
+    assert states_time("I went to a counseling workshop last Friday")
+    assert states_time("We moved here in 2019")
+    assert states_time("上周我们把汇率改了")
+    assert not states_time("I love painting landscapes with my kids")
+
+
+JAN = d(2023, 1, 1)
+
+
+def hit(rid: str, content: str, *, sim: float, created: datetime = JAN,
+        speaker: str | None = None) -> SearchHit:
+    extra = {"speaker": speaker} if speaker else {}
+    rec = MemoryRecord(id=rid, namespace=("eval", "c"), content=content,
+                       metadata=MemoryMetadata(type="conversation", extra=extra),
+                       created_at=created, updated_at=created)
+    return SearchHit(rec, ScoreBreakdown(sim=sim, vector=sim, keyword=0.0, decay=1.0, boost=0.0, score=sim))
+
+
+def ids(hits: list[SearchHit]) -> list[str]:
+    return [h.record.id for h in hits]
+
+
+def test_speaker_named_in_the_question_is_preferred():
+    hits = [hit("a", "Melanie: I painted a lake sunrise", sim=0.60, speaker="Melanie"),
+            hit("b", "Caroline: I painted a stained glass window", sim=0.55, speaker="Caroline")]
+    out = rerank(hits, plan_query("What did Caroline paint?", NOW), RerankWeights())
+    assert ids(out) == ["b", "a"]
+    assert out[0].breakdown.query == pytest.approx(0.2)
+    assert out[0].breakdown.score == pytest.approx(0.55 + 0.2)
+    # Naming both speakers (or nobody) favours neither; "Jon" is not "Jonathan".
+    for q in ("What did Caroline and Melanie paint?", "What was painted?"):
+        assert ids(rerank(hits, plan_query(q, NOW), RerankWeights())) == ["a", "b"]
+    jon = [hit("a", "x", sim=0.6, speaker="Jonathan"), hit("b", "y", sim=0.5, speaker="Gina")]
+    assert ids(rerank(jon, plan_query("What did Jon open?", NOW), RerankWeights())) == ["a", "b"]
+
+
+def test_window_time_and_current_bonuses():
+    june = [hit("may", "We went camping", sim=0.60, created=d(2023, 5, 10)),
+            hit("jun", "We went camping again", sim=0.50, created=d(2023, 6, 12))]
+    assert ids(rerank(june, plan_query("When did they go camping in June?", NOW), RerankWeights())) == ["jun", "may"]
+
+    when = [hit("x", "Camping is fun", sim=0.60), hit("y", "We went camping last weekend", sim=0.55)]
+    assert ids(rerank(when, plan_query("When did they go camping?", NOW), RerankWeights())) == ["y", "x"]
+    assert ids(rerank(when, plan_query("Where did they go camping?", NOW), RerankWeights())) == ["x", "y"]
+
+    unit = [hit("old", "金额用万元", sim=0.60, created=d(2023, 1, 1)),
+            hit("new", "金额改用元", sim=0.58, created=d(2023, 6, 1))]
+    assert ids(rerank(unit, plan_query("金额现在用什么单位？", NOW), RerankWeights())) == ["new", "old"]
+    assert ids(rerank(unit, plan_query("金额用什么单位？", NOW), RerankWeights())) == ["old", "new"]
+
+
+def test_bonuses_off_and_irrelevant_hits_untouched():
+    hits = [hit("a", "Melanie: hi", sim=0.6, speaker="Melanie"), hit("b", "Caroline: hi", sim=0.5, speaker="Caroline"),
+            hit("c", "Caroline: unrelated", sim=0.0, speaker="Caroline")]
+    off = RerankWeights(window=0, time=0, current=0, speaker=0)
+    assert ids(rerank(hits, plan_query("What did Caroline say?", NOW), off)) == ["a", "b", "c"]
+    out = rerank(hits, plan_query("What did Caroline say?", NOW), RerankWeights())
+    assert out[-1].record.id == "c" and out[-1].breakdown.query == 0.0  # sim 0: no bonus
+    assert rerank([], QueryPlan(text="x"), RerankWeights()) == []
+
+
+def test_weights_mirror_settings():
+    assert RerankWeights.from_scoring(ScoringSettings()) == RerankWeights()
+
+
+def test_planning_is_cheap():
+    qs = ["When did Melanie go camping in June?", "What did John's teammates give him when they met on Aug 15th?",
+          "现在报表里的金额该用什么单位展示？", "What is Caroline's identity?"] * 250
+    t = time.perf_counter()
+    for q in qs:
+        plan_query(q, NOW)
+    assert (time.perf_counter() - t) / len(qs) < 0.001  # well under a millisecond each
