@@ -36,6 +36,7 @@ from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import (
     MemoryMetadata,
     MemoryQuery,
+    INDEX_TEXT_VERSION,
     MemoryRecord,
     ScoredMemory,
     as_utc,
@@ -167,6 +168,7 @@ class SqliteBackend(AsyncMixin):
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
             self._check_model()
+            self._reindex_if_stale()
             self._sync()
         except BaseException:
             self._conn.close()
@@ -235,6 +237,32 @@ class SqliteBackend(AsyncMixin):
                 f"(dim {self.dim}). Open it with the same model (MEMORY_EMBEDDING__MODEL), or use "
                 "another MEMORY_PATH for the new model."
             )
+
+    def _index_version(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _reindex_if_stale(self) -> None:
+        """Re-tokenize every row once when the file was indexed under another INDEX_TEXT_VERSION.
+
+        Rows are re-stamped with the new sequence number, so other processes reload their terms.
+        """
+        with self._translate():
+            if self._index_version(self._conn) == INDEX_TEXT_VERSION:
+                return
+
+        def do(conn: sqlite3.Connection, seq: int) -> None:
+            if self._index_version(conn) == INDEX_TEXT_VERSION:  # another process just did it
+                return
+            rows = conn.execute(f"SELECT {self._COLS} FROM memories").fetchall()
+            conn.executemany("UPDATE memories_fts SET terms = ? WHERE rowid = ?",
+                             [(fts_document(index_text(self._row_to_record(row))), row[0]) for row in rows])
+            conn.execute("UPDATE memories SET seq = ?", (seq,))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('index_text_version', ?)"
+                         " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(INDEX_TEXT_VERSION),))
+
+        self._write(do)
+        self._reset_indexes()  # the write above synced the old terms into our indexes
 
     def _sync(self) -> None:
         """Bring the in-memory vector index up to the file's sequence number."""

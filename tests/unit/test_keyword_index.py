@@ -119,3 +119,27 @@ def test_namespaces_are_exact_and_reindexing_replaces_terms() -> None:
     idx.remove(1)
     assert idx.search([("a", "u1")], ["coffee"])[0].tolist() == []
     assert len(idx) == 1
+
+
+def test_a_file_indexed_under_an_older_index_text_version_is_retokenized_on_open(tmp_path) -> None:
+    path = tmp_path / "old.sqlite"
+    b = SqliteBackend(path, embedding_model="test", dim=4)
+    b.upsert([MemoryRecord(id="m1", namespace=("facts", "u1"), content="walrus migration",
+                           metadata={"extra": {"context": "what about the seals"}})], np.ones((1, 4), dtype=np.float32))
+    other = SqliteBackend(path, embedding_model="test", dim=4)  # a second process that stays open
+    # what an older release left behind: other terms, an older version stamp
+    b._conn.execute("UPDATE memories_fts SET terms = 'stale'")
+    b._conn.execute("UPDATE meta SET value = '1' WHERE key = 'index_text_version'")
+    b.close()
+    b = SqliteBackend(path, embedding_model="test", dim=4)
+    try:
+        blocks = b._index.matching([("facts",)])
+        assert [r for r, _ in b._keyword(blocks, "walrus")] and not b._keyword(blocks, "stale")
+        terms = b._conn.execute("SELECT terms FROM memories_fts").fetchone()[0].split()
+        assert terms.count("walrus") == 3 and terms.count("seal") == 1  # content x3, context x1
+        assert b._conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()[0] == "2"
+        other._sync()
+        assert [r for r, _ in other._keyword(blocks, "walrus")] and not other._keyword(blocks, "stale")
+    finally:
+        b.close()
+        other.close()
