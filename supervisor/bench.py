@@ -61,8 +61,8 @@ def _items(agent: str, task: str, i: int) -> list[str]:
 
 
 def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
-                     settings: MemorySettings | None = None, write_behind: bool = False,
-                     agent_ms: float = 0.0,
+                     settings: MemorySettings | None = None,
+                     write_behind: bool = False, agent_ms: float = 0.0,
                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
 

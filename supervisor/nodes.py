@@ -276,8 +276,8 @@ def make_post_node(manager: MemoryManager, agent: str,
             ns = d.write_namespace or agent_namespace(agent, s.user_id)
             meta = {"type": d.memory_type, "source": agent, "agent": agent,
                     "extra": {"task": str(active.get("task", ""))[:300]}}
-            write = (lambda item=item, ns=ns, meta=meta, why=d.reason: manager.remember(
-                item, ns, meta, actor=s.actor, now=s.now, reason=why))
+            def write(item: str = item, ns: Namespace = ns, meta: dict[str, Any] = meta, why: str = d.reason) -> Any:
+                return manager.remember(item, ns, meta, actor=s.actor, now=s.now, reason=why)
             if write_behind is not None:
                 write_behind.submit(ns, write, incoming=item, route_reason=d.reason, origin=f"post:{agent}")
                 s.emit("queued", namespace=ns_key(ns), incoming=item, route_reason=d.reason)

@@ -34,9 +34,9 @@ from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, 
 from memory.filters import matches, validate_filter
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import (
+    INDEX_TEXT_VERSION,
     MemoryMetadata,
     MemoryQuery,
-    INDEX_TEXT_VERSION,
     MemoryRecord,
     ScoredMemory,
     as_utc,
