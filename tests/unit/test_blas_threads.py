@@ -54,3 +54,20 @@ def test_use_embeds_queries_on_one_thread_and_restores_its_setting(monkeypatch) 
     assert seen[0] == {1}
     assert seen[-1] == {2}
     assert backend.threads == 2
+
+
+def test_large_scans_split_in_two_give_the_exact_top_k() -> None:
+    rng = np.random.default_rng(5)
+    idx = VectorIndex(16)
+    vecs = rng.standard_normal((30_000, 16)).astype(np.float32)
+    sizes = (17_000, 9_000, 4_000)  # uneven blocks: the cut falls inside the first one
+    start = 0
+    for b, n in enumerate(sizes):
+        for i in range(start, start + n):
+            idx.add(i, ("bench", f"u{b}"), vecs[i])
+        start += n
+    q = rng.standard_normal(16).astype(np.float32)
+    rids, sims = idx.search(idx.matching([("bench",)]), q, 50)
+    truth = np.argsort(-(vecs @ q), kind="stable")[:50]
+    assert rids.tolist() == truth.tolist()
+    assert np.allclose(sims, (vecs @ q)[truth], atol=1e-5)
