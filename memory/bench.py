@@ -2,8 +2,8 @@
 
 Systems (each searched with query embedding included in the timing):
 
-* ``memory-sqlite`` — our embedded default (SQLite file + in-memory index + FTS5), full
-  ``MemoryService.search`` path (hybrid, scoring, records).
+* ``memory-sqlite`` — our embedded default (SQLite file + in-memory vector and BM25 indexes),
+  full ``MemoryService.search`` path (hybrid, scoring, query rules, records).
 * ``numpy-floor`` — a float32 matrix scan with argpartition: the floor for exact search.
 * ``memory-qdrant-local`` — the same service on our Qdrant backend in qdrant-client's local mode.
 * ``langgraph-inmemory`` — LangGraph's ``InMemoryStore(index=...)`` with the same embedder.
