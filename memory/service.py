@@ -21,7 +21,7 @@ from memory.embeddings import Embedder, get_embedder
 from memory.errors import InvalidContent, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import NamespaceLike, parse_namespace, parse_namespaces
-from memory.query import RerankWeights, plan_query, rerank
+from memory.query import RerankWeights, merge_candidates, plan_query, rerank, window_filter
 from memory.records import (
     MemoryMetadata,
     MemoryQuery,
@@ -286,9 +286,16 @@ class MemoryService:
             MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
                         limit=max(k, cfg.candidates), now=now)
         )
+        plan = plan_query(query, now)
+        # A question naming a date also gets the best few memories written in that window.
+        wflt = window_filter(plan, flt) if cfg.window_candidates else None
+        if wflt is not None:
+            cands = merge_candidates(cands, self.backend.query(
+                MemoryQuery(namespaces=ns, vector=vec, text=query, filter=wflt,
+                            limit=cfg.window_candidates, now=now)))
         hits = scoring.score_candidates(cands, now, cfg)
         # Dates, "when"/"now" and named speakers in the question re-rank the candidates (< 0.2 ms).
-        hits = rerank(hits, plan_query(query, now), RerankWeights.from_scoring(cfg))
+        hits = rerank(hits, plan, RerankWeights.from_scoring(cfg))
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
                               cfg.min_sim if min_sim is None else min_sim)
 

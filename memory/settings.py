@@ -64,6 +64,12 @@ class ScoringSettings(BaseModel):
     time_bonus: float = Field(0.2, ge=0, description="'when' questions: memory states a time")
     current_bonus: float = Field(0.05, ge=0, description="'now/现在' questions: newest candidate (scaled by age)")
     speaker_bonus: float = Field(0.2, ge=0, description="memory said by the speaker the question names (extra.speaker)")
+    question_penalty: float = Field(
+        0.15, ge=0, description="memory that is questions (chat turns that only ask): minus this times their share")
+    window_candidates: int = Field(
+        0, ge=0, le=10000,
+        description="questions naming a date: extra candidates from a second query restricted to that window "
+        "(0: off; SQLite filters after reading, so an empty window can scan the whole namespace)")
 
 
 class EmbeddingSettings(BaseModel):

@@ -7,8 +7,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory.query import QueryPlan, RerankWeights, plan_query, rerank, states_time
-from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, SearchHit
+from memory.filters import matches, validate_filter
+from memory.query import (
+    QueryPlan,
+    RerankWeights,
+    asks,
+    merge_candidates,
+    plan_query,
+    rerank,
+    states_time,
+    window_filter,
+)
+from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
 
 NOW = datetime(2023, 10, 22, 12, 0, tzinfo=UTC)
@@ -153,6 +163,91 @@ def test_bonuses_off_and_irrelevant_hits_untouched():
     out = rerank(hits, plan_query("What did Caroline say?", NOW), RerankWeights())
     assert out[-1].record.id == "c" and out[-1].breakdown.query == 0.0  # sim 0: no bonus
     assert rerank([], QueryPlan(text="x"), RerankWeights()) == []
+
+
+def test_asks_is_the_share_of_a_memory_that_is_questions():
+    assert asks("Caroline: That's so nice! What pet do you have?") == pytest.approx(21 / 36)
+    assert asks("Tim: Where are you headed?") == 1.0
+    assert asks("Nate: I love turtles. [image: a turtle? in a tank]") == 0.0  # captions do not count
+    assert asks("Joanna: Is it 5:30? Yes.") == pytest.approx(11 / 15)   # "Speaker:" only at the start
+    assert asks("你现在住哪里？") == 1.0 and asks("我住在上海。") == 0.0
+    assert asks("") == 0.0
+
+
+def test_a_memory_that_only_asks_is_demoted():
+    hits = [hit("q", "Caroline: What pet do you have?", sim=0.62),
+            hit("a", "Caroline: Yup, I have a guinea pig named Oscar.", sim=0.55)]
+    out = rerank(hits, plan_query("What pet does Caroline have?", NOW), RerankWeights())
+    assert ids(out) == ["a", "q"]
+    assert out[1].breakdown.query == pytest.approx(-0.15)
+    assert out[1].breakdown.score == pytest.approx(0.62 - 0.15)
+    assert ids(rerank(hits, plan_query("What pet does Caroline have?", NOW), RerankWeights(question=0))) == ["q", "a"]
+
+
+def test_window_filter_restricts_the_extra_query_to_the_window():
+    plan = plan_query("What did Nate cook on 9 November, 2022?", NOW)
+    assert plan.window is not None
+    start, end = plan.window
+    flt = window_filter(plan, {"type": "conversation"})
+    assert flt == {"type": "conversation", "created_at": {"$gte": start}, "updated_at": {"$lt": end}}
+    norm = validate_filter(flt)  # a valid filter for every backend
+
+    def rec(created: datetime, updated: datetime | None = None) -> MemoryRecord:
+        return MemoryRecord(id="r", namespace=("eval", "c"), content="x", metadata=MemoryMetadata(type="conversation"),
+                            created_at=created, updated_at=updated or created)
+
+    assert matches(rec(d(2022, 11, 10)), norm)
+    assert not matches(rec(d(2022, 10, 1)), norm) and not matches(rec(d(2023, 1, 1)), norm)
+    assert not matches(rec(d(2022, 11, 10), d(2023, 1, 1)), norm)  # edited after the window
+    assert window_filter(plan_query("What did Nate cook?", NOW)) is None
+    assert window_filter(plan, {"created_at": {"$gte": d(2020, 1, 1)}}) is None  # the caller's own time filter wins
+
+
+def test_merge_candidates_dedupes_by_id_and_keeps_each_channels_max():
+    def rec(rid: str) -> MemoryRecord:
+        return MemoryRecord(id=rid, namespace=("eval", "c"), content=rid, metadata=MemoryMetadata(type="conversation"),
+                            created_at=JAN, updated_at=JAN)
+
+    a, b, c = rec("a"), rec("b"), rec("c")
+    out = merge_candidates([ScoredMemory(a, 0.5, 1.0), ScoredMemory(b, 0.4, None)],
+                           [ScoredMemory(b, 0.3, 2.0), ScoredMemory(c, 0.2, 0.0), ScoredMemory(a, 0.7, 0.5)])
+    assert [(m.record.id, m.vector_score, m.keyword_score) for m in out] == [
+        ("a", 0.7, 1.0), ("b", 0.4, 2.0), ("c", 0.2, 0.0)]
+    assert merge_candidates([], []) == []
+
+
+def test_service_runs_the_window_query_only_for_a_dated_question(service, monkeypatch):
+    from memory.service import NewMemory
+
+    # Many older memories that match the words better crowd the one written in the window
+    # out of the normal candidates (1 per channel here).
+    service.write_many(NewMemory(f"Nate: which tournament did Nate win, in the beginning, take {i}", ("eval", "c"),
+                                 {"type": "conversation"}, created_at=d(2022, 3, 1) + timedelta(days=i))
+                       for i in range(8))
+    [target] = service.write_many([NewMemory("Nate: I won the regional tournament!", ("eval", "c"),
+                                             {"type": "conversation"}, created_at=d(2022, 11, 7))])
+    calls: list[dict | None] = []
+    real = service.backend.query
+
+    def spy(q):
+        calls.append(q.filter)
+        return real(q)
+
+    monkeypatch.setattr(service.backend, "query", spy)
+    cfg = service.settings.scoring
+    now = d(2023, 1, 1)
+    q = "Which tournament did Nate win in the beginning of November 2022?"
+    service.settings.scoring = cfg.model_copy(update={"candidates": 1, "window_candidates": 0})
+    assert service.search(q, ("eval",), top_k=1, min_sim=0, now=now)[0].record.id != target.id
+    assert len(calls) == 1
+    service.settings.scoring = cfg.model_copy(update={"candidates": 1, "window_candidates": 2})
+    calls.clear()
+    found = service.search(q, ("eval",), top_k=1, min_sim=0, now=now)
+    assert found[0].record.id == target.id  # found by the window query, then the window bonus
+    assert len(calls) == 2 and calls[1] is not None and set(calls[1]) == {"created_at", "updated_at"}
+    calls.clear()
+    service.search("Which tournament did Nate win?", ("eval",), top_k=1, min_sim=0, now=now)
+    assert len(calls) == 1  # no date: no extra query
 
 
 def test_weights_mirror_settings():
