@@ -24,9 +24,9 @@ def eval_service(embedder):
 def test_zh_en_set_including_cross_language(eval_service):
     r = run_retrieval_eval(eval_service, ZH_EN)
     assert r["overall"]["n"] == 165
-    # Measured 0.952 / 0.719 (memctl eval retrieval); the floors catch real regressions.
+    # Measured 0.952 / 0.726 (memctl eval retrieval); the floors catch real regressions.
     assert r["overall"]["R@10"] >= 0.93
-    assert r["overall"]["MRR"] >= 0.69
+    assert r["overall"]["MRR"] >= 0.70
     for cat in ("zh->en", "en->zh"):
         assert r["by_category"][cat]["R@10"] >= 0.80, (cat, r["by_category"][cat])
 
