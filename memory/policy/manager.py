@@ -229,7 +229,12 @@ class MemoryManager:
             "content": text, "metadata": meta, "updated_at": now,
             "expires_at": now + timedelta(days=ttl_days) if ttl_days is not None else None,
         })
-        if vec is None or content is None:
+        if content is None:  # same text: keep its stored vector rather than embed it again
+            try:
+                vec = self.service.backend.get_vectors([old.id])
+            except NotFound:  # deleted meanwhile: upsert re-creates it
+                vec = None
+        if vec is None:
             vec = self.service.embed_records([new])
         self.service.backend.upsert([new], vec)
         return new

@@ -254,3 +254,34 @@ def test_chat_model_judges_dedupe_with_heuristic_fallback(tmp_path, embedder):
         assert len(current(m, "user_profile/u1")) == 2
     finally:
         m.close()
+
+
+class _CountingEmbedder:
+    """The real embedder, counting the texts it embeds for storage."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.documents: list[str] = []
+
+    def embed_documents(self, texts):
+        self.documents += list(texts)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+
+def test_a_duplicate_write_keeps_the_stored_vector_instead_of_embedding_the_old_text_again(tmp_path, embedder):
+    counting = _CountingEmbedder(embedder)
+    m = _manager(str(tmp_path / "dup.sqlite"), counting)
+    try:
+        first = m.remember("The user prefers bar charts.", "user_profile/u1")
+        stored = m.service.backend.get_vectors([first.id])
+        counting.documents.clear()
+        again = m.remember("The user prefers bar charts.", "user_profile/u1")
+        assert again.status in ("skipped", "merged") and again.id == first.id
+        assert counting.documents == ["The user prefers bar charts."]  # the incoming text only, once
+        assert (m.service.backend.get_vectors([first.id]) == stored).all()
+        assert [h.record.id for h in m.recall("bar charts", "user_profile/u1")] == [first.id]
+    finally:
+        m.close()
