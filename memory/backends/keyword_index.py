@@ -176,9 +176,12 @@ class KeywordIndex:
         if len(slots_all) == 1:
             s, sc = slots_all[0], score_all[0]
         else:
-            uniq, inv = np.unique(np.concatenate(slots_all), return_inverse=True)
-            sc = np.bincount(inv, weights=np.concatenate(score_all)).astype(np.float32)
-            s = uniq
+            # Sum per slot with a dense bincount: O(slots + postings), where np.unique sorted
+            # the postings (~3 ms for common terms at 100k rows).
+            dense = np.bincount(np.concatenate(slots_all), weights=np.concatenate(score_all),
+                                minlength=self._n_slots)
+            s = np.flatnonzero(dense)
+            sc = dense[s].astype(np.float32)
         return self._rid[s], sc.astype(np.float32, copy=False)
 
     def terms_of(self, rid: int) -> int:
