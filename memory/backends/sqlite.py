@@ -466,8 +466,14 @@ class SqliteBackend(AsyncMixin):
             self._sync()
             blocks = self._index.matching(q.namespaces)
             total = self._index.size(blocks)
+            allowed = self._prefilter(q.namespaces, flt, now) if flt and blocks else None
+            if allowed is not None:
+                total = len(allowed)
             if q.text and blocks:
                 kw_rids, kw_scores = self._keyword_arrays(blocks, q.text)
+                if allowed is not None:
+                    keep = np.isin(kw_rids, allowed)
+                    kw_rids, kw_scores = kw_rids[keep], kw_scores[keep]
             else:
                 kw_rids, kw_scores = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             fetch = q.limit
@@ -475,7 +481,10 @@ class SqliteBackend(AsyncMixin):
             # the top `fetch` of each list and widen until `limit` survive or nothing is left.
             while True:
                 vec_hits: list[tuple[int, float]] = []
-                if qvec is not None and blocks:
+                if qvec is not None and allowed is not None:
+                    r, s = self._index.search_rids(allowed, qvec, fetch)
+                    vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
+                elif qvec is not None and blocks:
                     r, s = self._index.search(blocks, qvec, fetch)
                     vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
                 kw_hits = list(zip(kw_rids[:fetch].tolist(), kw_scores[:fetch].tolist(), strict=True))
@@ -505,6 +514,48 @@ class SqliteBackend(AsyncMixin):
                     keyword_score=kw_score.get(rid, 0.0) if q.text else None,
                 ))
             return out
+
+    # A filter is applied to records after they are read, widening the read until enough pass;
+    # a filter few rows pass would read the whole namespace (seconds at 100k). Conditions on
+    # real columns (type; time ranges) are therefore first turned into the set of rows that can
+    # pass, and the search is confined to it when it is small. The set is a superset (time
+    # bounds get a millisecond of slack): `matches` still decides, so results are unchanged.
+    PREFILTER_MAX_ROWS = 20_000
+
+    def _prefilter(self, namespaces: Sequence[Namespace], flt: dict[str, Any], now: float) -> np.ndarray | None:
+        conds: list[str] = []
+        params: list[Any] = []
+        for key, (op, val) in flt.items():
+            if key == "type" and op == "$eq" and isinstance(val, str):
+                conds.append("type = ?")
+                params.append(val)
+            elif key == "type" and op == "$in" and val and all(isinstance(v, str) for v in val):
+                conds.append(f"type IN ({','.join('?' * len(val))})")
+                params += list(val)
+            elif key in ("created_at", "updated_at", "expires_at") and op in ("$gt", "$gte", "$eq"):
+                conds.append(f"{key} >= ?")
+                params.append(val.timestamp() - 1e-3)
+            elif key in ("created_at", "updated_at", "expires_at") and op in ("$lt", "$lte"):
+                conds.append(f"{key} <= ?")
+                params.append(val.timestamp() + 1e-3)
+            if key in ("created_at", "updated_at", "expires_at") and op == "$eq":
+                conds.append(f"{key} <= ?")
+                params.append(val.timestamp() + 1e-3)
+        if not conds:
+            return None
+        ns_sql, ns_params = [], []
+        for ns in namespaces:
+            clause, p = _ns_clause(ns)
+            ns_sql.append(clause)
+            ns_params += p
+        rows = self._conn.execute(
+            f"SELECT rid FROM memories WHERE ({' OR '.join(ns_sql)}) AND {' AND '.join(conds)}"
+            f" AND (expires_at IS NULL OR expires_at > ?) LIMIT {self.PREFILTER_MAX_ROWS + 1}",
+            (*ns_params, *params, now),
+        ).fetchall()
+        if len(rows) > self.PREFILTER_MAX_ROWS:
+            return None  # many rows can pass: reading and filtering the top ones is cheaper
+        return np.fromiter((r for (r,) in rows), dtype=np.int64, count=len(rows))
 
     @staticmethod
     def _lookup(rids: np.ndarray, scores: np.ndarray, wanted: list[int]) -> dict[int, float]:

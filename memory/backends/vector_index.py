@@ -156,6 +156,21 @@ class VectorIndex:
         order = np.argsort(-s, kind="stable")
         return r[order], s[order]
 
+    def search_rids(self, rids: np.ndarray, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (rids, cosine) among the given rows only (rows not indexed are skipped)."""
+        where = self._where
+        present = [int(r) for r in rids.tolist() if r in where]
+        if not present:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        mat = np.stack([self._blocks[where[r][0]].vecs[where[r][1]] for r in present])
+        r = np.asarray(present, dtype=np.int64)
+        s = mat @ vec
+        if k < len(s):
+            part = np.argpartition(-s, k - 1)[:k]
+            s, r = s[part], r[part]
+        order = np.argsort(-s, kind="stable")
+        return r[order], s[order]
+
     def _scan(self, namespaces: list[Namespace], vec: np.ndarray, sims: list[np.ndarray],
               rids: list[np.ndarray]) -> None:
         parts = [(b.vecs[: b.n], b.rids[: b.n]) for b in (self._blocks[ns] for ns in namespaces)]

@@ -1,0 +1,78 @@
+"""Filtered searches on SQLite: conditions on real columns narrow the rows before any record is
+read, with the same results as filtering after reading."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from memory.backends.sqlite import SqliteBackend
+from memory.records import MemoryQuery, MemoryRecord, utcnow
+
+N = 30_000
+T0 = utcnow() - timedelta(days=400)
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory):
+    rng = random.Random(11)
+    vecs = np.random.default_rng(11).standard_normal((N, 8)).astype(np.float32)
+    recs = []
+    for i in range(N):
+        rare = i % 1000 == 7  # 30 rows
+        recs.append(MemoryRecord(
+            id=f"m{i}", namespace=("facts", f"u{i % 3}"),
+            content=f"{rng.choice(['revenue', 'churn', 'margin'])} note {i}" + (" rare" if rare else ""),
+            metadata={"type": "rare_kind" if rare else "task_traces"},
+            created_at=T0 + timedelta(hours=i / 10), updated_at=T0 + timedelta(hours=i / 10)))
+    b = SqliteBackend(tmp_path_factory.mktemp("pf") / "pf.sqlite", embedding_model="test", dim=8)
+    b.upsert(recs, vecs)
+    yield b
+    b.close()
+
+
+def _run(b: SqliteBackend, flt: dict, text: str = "revenue note", seed: int = 0) -> tuple[list, int]:
+    read: list[int] = []
+    fetch = b._fetch_rids
+
+    def spy(rids, now):  # type: ignore[no-untyped-def]
+        read.extend(rids)
+        return fetch(rids, now)
+
+    b._fetch_rids = spy  # type: ignore[method-assign]
+    try:
+        q = MemoryQuery(namespaces=(("facts",),), vector=np.random.default_rng(seed).standard_normal(8).astype(np.float32),
+                        text=text, filter=flt, limit=10, now=utcnow())
+        hits = b.query(q)
+    finally:
+        del b._fetch_rids
+    return [(h.record.id, round(h.vector_score, 5), round(h.keyword_score, 5)) for h in hits], len(read)
+
+
+@pytest.mark.parametrize("flt", [
+    {"type": "rare_kind"},
+    {"type": {"$in": ["rare_kind", "nothing"]}},
+    {"created_at": {"$gte": (T0 + timedelta(hours=(N - 40) / 10)).isoformat()}},  # the newest 40
+    {"created_at": {"$lt": (T0 + timedelta(hours=50)).isoformat()}, "type": "task_traces"},
+    {"updated_at": {"$gt": (T0 + timedelta(days=100)).isoformat()}, "type": "rare_kind"},
+])
+def test_prefiltered_search_matches_filtering_after_reading_and_reads_few_rows(backend, flt, monkeypatch) -> None:
+    fast, read_fast = _run(backend, flt)
+    monkeypatch.setattr(SqliteBackend, "PREFILTER_MAX_ROWS", 0)  # force the read-then-filter path
+    slow, read_slow = _run(backend, flt)
+    assert fast == slow and fast
+    assert read_fast <= 60, "the search should read only candidates that can pass the filter"
+    assert read_slow > read_fast
+
+
+def test_a_filter_nothing_passes_reads_nothing(backend) -> None:
+    hits, read = _run(backend, {"type": "no_such_type"})
+    assert hits == [] and read == 0
+
+
+def test_filters_without_column_conditions_still_work(backend) -> None:
+    hits, _ = _run(backend, {"extra.missing": {"$ne": "x"}, "created_at": {"$ne": T0.isoformat()}})
+    assert len(hits) >= 10
