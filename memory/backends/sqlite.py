@@ -76,6 +76,11 @@ MIGRATIONS: list[str] = [
     """
     CREATE VIRTUAL TABLE memories_vocab USING fts5vocab (memories_fts, 'col');
     """,
+    # 3: column conditions of filters select their rows before any record is read (_prefilter)
+    """
+    CREATE INDEX memories_created ON memories (created_at);
+    CREATE INDEX memories_type ON memories (type);
+    """,
 ]
 
 
@@ -546,7 +551,7 @@ class SqliteBackend(AsyncMixin):
         ns_sql, ns_params = [], []
         for ns in namespaces:
             clause, p = _ns_clause(ns)
-            ns_sql.append(clause)
+            ns_sql.append(clause.replace("ns ", "+ns "))  # unary +: let the planner use the filter's index
             ns_params += p
         rows = self._conn.execute(
             f"SELECT rid FROM memories WHERE ({' OR '.join(ns_sql)}) AND {' AND '.join(conds)}"
