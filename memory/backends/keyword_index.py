@@ -183,8 +183,3 @@ class KeywordIndex:
             s = np.flatnonzero(dense)
             sc = dense[s].astype(np.float32)
         return self._rid[s], sc.astype(np.float32, copy=False)
-
-    def terms_of(self, rid: int) -> int:
-        """How many terms row ``rid`` has indexed (0 when absent); for residue checks."""
-        slot = self._slot_of.get(rid)
-        return 0 if slot is None else int(self._len[slot])

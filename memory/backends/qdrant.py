@@ -587,7 +587,7 @@ class QdrantBackend(AsyncMixin):
             return None
         return qm.SparseVector(indices=[t for t, _ in kept], values=[w for _, w in kept])
 
-    # Keyword matches read per query, as SqliteBackend.KEYWORD_DEPTH: ids and scores only, so
+    # Keyword matches read per query (SQLite scores every match in memory): ids and scores only, so
     # vector candidates get their BM25 score from the same answer (no second query).
     KEYWORD_DEPTH = 1000
     IDF_CACHE_S = 30.0

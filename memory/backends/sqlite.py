@@ -73,6 +73,7 @@ MIGRATIONS: list[str] = [
     CREATE VIRTUAL TABLE memories_fts USING fts5 (nsk, terms, tokenize = 'unicode61');
     """,
     # 2: per-column document frequencies, used to prune very common query terms at scale
+    #    (no longer read: the in-memory KeywordIndex counts them; kept, migrations are append-only)
     """
     CREATE VIRTUAL TABLE memories_vocab USING fts5vocab (memories_fts, 'col');
     """,
@@ -537,15 +538,13 @@ class SqliteBackend(AsyncMixin):
             elif key == "type" and op == "$in" and val and all(isinstance(v, str) for v in val):
                 conds.append(f"type IN ({','.join('?' * len(val))})")
                 params += list(val)
-            elif key in ("created_at", "updated_at", "expires_at") and op in ("$gt", "$gte", "$eq"):
-                conds.append(f"{key} >= ?")
-                params.append(val.timestamp() - 1e-3)
-            elif key in ("created_at", "updated_at", "expires_at") and op in ("$lt", "$lte"):
-                conds.append(f"{key} <= ?")
-                params.append(val.timestamp() + 1e-3)
-            if key in ("created_at", "updated_at", "expires_at") and op == "$eq":
-                conds.append(f"{key} <= ?")
-                params.append(val.timestamp() + 1e-3)
+            elif key in ("created_at", "updated_at", "expires_at"):
+                if op in ("$gt", "$gte", "$eq"):
+                    conds.append(f"{key} >= ?")
+                    params.append(val.timestamp() - 1e-3)
+                if op in ("$lt", "$lte", "$eq"):
+                    conds.append(f"{key} <= ?")
+                    params.append(val.timestamp() + 1e-3)
         if not conds:
             return None
         ns_sql, ns_params = [], []
