@@ -23,13 +23,13 @@ def test_vector_scan_uses_one_blas_thread(monkeypatch) -> None:
     for i in range(10):
         idx.add(i, ("a", f"u{i % 2}"), np.full(4, i + 1.0, dtype=np.float32))
     seen: list[set[int]] = []
-    scan = VectorIndex._scan
+    scan = VectorIndex._search
 
     def spy(self, *args):  # type: ignore[no-untyped-def]
         seen.append(_blas_threads())
         return scan(self, *args)
 
-    monkeypatch.setattr(VectorIndex, "_scan", spy)
+    monkeypatch.setattr(VectorIndex, "_search", spy)
     rids, _ = idx.search(idx.matching([("a",)]), np.ones(4, dtype=np.float32), 3)
     assert len(rids) == 3
     assert seen == [{1}]
