@@ -136,6 +136,11 @@ class PolicySettings(BaseModel):
     relative_cut: float = Field(0.5, ge=0, le=1, description="drop hits whose sim is below this share of the best")
     summary_max_tokens: int = Field(400, ge=0)
     chat_model: str | None = Field(None, description="init_chat_model string, e.g. 'openai:gpt-4o-mini'")
+    paraphrase_model: Literal["all-MiniLM-L6-v2"] | None = Field(
+        "all-MiniLM-L6-v2",
+        description="English paraphrase model the dedupe rules consult for pairs they call distinct "
+        "(packaged int8 ONNX, loaded on first use); null = rules only",
+    )
     write_behind: bool = Field(
         True,
         description="post-handoff writes run on a background thread; searches wait only for pending "

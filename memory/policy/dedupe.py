@@ -17,8 +17,10 @@ Values are compared through a small zh/en lexicon of canonical values, so "柱�
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -367,14 +369,84 @@ def entities(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def judge(existing: str, incoming: str, cosine: float) -> Judgement:
+# Paraphrase check for pairs the rules call distinct with no value change and no change cue:
+# a paraphrase is much closer in meaning than in wording. Meaning: for English (Latin-script)
+# pairs an English paraphrase model (memory.policy.paraphrase), for Chinese pairs the store's
+# own (multilingual) cosine. Cross-language pairs are left to the rules.
+PARAPHRASE_MIN_COSINE = 0.35  # store cosine below this: unrelated, the model is not consulted
+PARAPHRASE_MIN_SIMILARITY = 0.70  # close in meaning ...
+PARAPHRASE_MARGIN = 0.30  # ... and this much closer in meaning than in wording
+# A negation on one side only flips the fact while barely moving an embedding.
+_NEGATION = re.compile(r"[不没无非别]|\b(?:not|no|never|without|none|nothing)\b|n't", re.IGNORECASE)
+
+_log = logging.getLogger(__name__)
+
+
+def surface_similarity(existing: str, incoming: str) -> float:
+    """How alike the wording is: difflib ratio of the two aligned word sequences (0..1)."""
+    return difflib.SequenceMatcher(a=_diff_seq(existing), b=_diff_seq(incoming), autojunk=False).ratio()
+
+
+def _paraphrase_script(existing: str, incoming: str, j: Judgement) -> str | None:
+    """'latin' or 'cjk' when the pair may be checked as a paraphrase, else None."""
+    if j.label != "distinct" or j.cosine < PARAPHRASE_MIN_COSINE:
+        return None
+    if not _CJK.search(existing) and not _CJK.search(incoming):
+        script = "latin"
+    elif _is_cjk(existing) and _is_cjk(incoming):
+        script = "cjk"
+    else:
+        return None
+    if bool(_NEGATION.search(existing)) != bool(_NEGATION.search(incoming)):
+        return None
+    if change_cue(existing, incoming) or _changed(_facts(existing), _facts(incoming)):
+        return None
+    return script
+
+
+def _paraphrase_judge(existing: str, incoming: str, j: Judgement,
+                      paraphrase: Callable[[str, str], float]) -> Judgement:
+    script = _paraphrase_script(existing, incoming, j)
+    if script is None:
+        return j
+    surface = surface_similarity(existing, incoming)
+    if surface > 1.0 - PARAPHRASE_MARGIN:  # worded too alike for any score to clear the margin
+        return j
+    if script == "cjk":
+        sim, name = j.cosine, "cos"
+    else:
+        try:
+            sim, name = paraphrase(existing, incoming), "minilm"
+        except Exception as exc:  # noqa: BLE001 - missing/corrupt model: the rules' answer stands
+            if not getattr(paraphrase, "_warned", False):
+                _log.warning("paraphrase model unavailable, dedupe uses the rules only: %s", exc)
+                try:
+                    paraphrase._warned = True  # type: ignore[attr-defined]
+                except AttributeError:
+                    pass
+            return j
+    if sim >= PARAPHRASE_MIN_SIMILARITY and sim - surface >= PARAPHRASE_MARGIN:
+        return Judgement("duplicate", f"paraphrase ({name} {sim:.2f}, wording {surface:.2f}; rules: {j.reason})",
+                         j.cosine, j.overlap)
+    return j
+
+
+def judge(existing: str, incoming: str, cosine: float, *,
+          paraphrase: Callable[[str, str], float] | None = None) -> Judgement:
     """Classify ``incoming`` against one stored memory. ``cosine`` is their embedding similarity.
 
-    The alignment rules decide; then a merge is vetoed when both texts name things (acronyms,
-    codes) and neither set of names contains the other: "GMV excludes refunds" and "NMV 不含退款"
-    are about different metrics however close their wording or meaning.
+    The alignment rules decide. With a ``paraphrase`` scorer (two texts -> cosine under an
+    English paraphrase model, e.g. :class:`memory.policy.paraphrase.ParaphraseScorer`), a
+    same-language pair the rules call distinct, with no value change, change cue or one-sided
+    negation, is a duplicate when it is much closer in meaning than in wording (meaning: the
+    scorer for English, ``cosine`` for Chinese; see ``PARAPHRASE_*``). Then a merge is vetoed when
+    both texts name things (acronyms, codes) and neither set of names contains the other:
+    "GMV excludes refunds" and "NMV 不含退款" are about different metrics however close their
+    wording or meaning.
     """
     j = _rule_judge(existing, incoming, cosine)
+    if paraphrase is not None and j.label == "distinct":
+        j = _paraphrase_judge(existing, incoming, j, paraphrase)
     if j.label == "distinct" or j.reason == "same words":
         return j
     ea, eb = entities(existing), entities(incoming)
@@ -435,12 +507,14 @@ class LLMJudge:
         'cross-language paraphrase (cos 0.80) (llm judge failed: ScriptExhausted)'
     """
 
-    def __init__(self, model: object, *, min_cosine: float = 0.3):
+    def __init__(self, model: object, *, min_cosine: float = 0.3,
+                 paraphrase: Callable[[str, str], float] | None = None):
         self.model = model
         self.min_cosine = min_cosine
+        self.paraphrase = paraphrase
 
     def __call__(self, existing: str, incoming: str, cosine: float) -> Judgement:
-        base = judge(existing, incoming, cosine)
+        base = judge(existing, incoming, cosine, paraphrase=self.paraphrase)
         if base.reason == "same words" or (cosine < self.min_cosine and base.overlap < 0.1):
             return base
         try:

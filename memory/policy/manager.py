@@ -15,6 +15,7 @@ from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
 from memory.policy.dedupe import Judgement, LLMJudge, judge
+from memory.policy.paraphrase import get_paraphrase_scorer
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
 from memory.policy.summarize import summarize, summarize_with_model
@@ -101,8 +102,10 @@ class MemoryManager:
         self.policy = self.settings.policy
         self.chat_model = chat_model
         self._llm_router = LLMRouter(chat_model) if chat_model is not None else None
+        # English paraphrase signal for the dedupe rules (lazy: nothing loads until a pair needs it).
+        self._paraphrase = get_paraphrase_scorer(self.policy.paraphrase_model)
         # With a chat model, dedupe/conflict calls go to it (strict JSON), heuristics as fallback.
-        self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
+        self._llm_judge = LLMJudge(chat_model, paraphrase=self._paraphrase) if chat_model is not None else None
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -132,7 +135,7 @@ class MemoryManager:
     def _judge(self, existing: MemoryRecord, incoming: str, cosine: float) -> Judgement:
         if self._llm_judge is not None:
             return self._llm_judge(existing.content, incoming, cosine)
-        return judge(existing.content, incoming, cosine)
+        return judge(existing.content, incoming, cosine, paraphrase=self._paraphrase)
 
     def remember(
         self,

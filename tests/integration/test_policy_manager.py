@@ -175,8 +175,9 @@ def test_dedupe_eval_floors(tmp_path, embedder):
     r = run_dedupe_eval(mm, PAIRS)
     mm.close()
     assert r["n"] >= 150 and set(r["by_lang"]) == {"en", "zh", "mixed"}
-    # Measured (README): 0.69 / 0.82 / 0.08. Floors catch regressions, they are not the targets.
-    assert r["duplicate_merge_rate"] >= 0.60
+    # Measured: 0.79 / 0.81 / 0.03 (0.69 before the paraphrase check). Floors catch
+    # regressions, they are not the targets.
+    assert r["duplicate_merge_rate"] >= 0.75
     assert r["conflict_resolution_rate"] >= 0.75
     assert r["distinct_false_merge_rate"] <= 0.15
 
