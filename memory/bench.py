@@ -4,12 +4,18 @@ Systems (each searched with query embedding included in the timing):
 
 * ``memory-sqlite`` — our embedded default (SQLite file + in-memory vector and BM25 indexes),
   full ``MemoryService.search`` path (hybrid, scoring, query rules, records).
-* ``numpy-floor`` — a float32 matrix scan with argpartition: the floor for exact search.
+* ``numpy-floor`` — a float32 matrix scan with argpartition: the floor for a plain exact scan.
+  Our index's two-stage scan (still exact, see ``memory.backends.vector_index``) can go below
+  it, more so on this generated corpus, whose vectors are more concentrated in a few
+  directions than real conversation turns (93% of the energy in ~70 vs ~190 of 512 dims).
 * ``memory-qdrant-local`` — the same service on our Qdrant backend in qdrant-client's local mode.
 * ``langgraph-inmemory`` — LangGraph's ``InMemoryStore(index=...)`` with the same embedder.
 * ``langgraph-sqlite-vec`` — LangGraph's ``SqliteStore`` with its sqlite-vec index (through
   ``pysqlite3``, since this Python's ``sqlite3`` cannot load extensions).
-* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``supervisor.bench``).
+* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``supervisor.bench``),
+  with inline writes and with write-behind (queued writes, given 50 ms of simulated model time
+  per node). ``handoff_overhead_p95_ms`` reports the mode ``policy.write_behind`` selects by
+  default, named in ``handoff_overhead_mode``; both are always reported.
 
 The corpus is generated (zh/en memory-like sentences, seeded). Vectors are embedded once and
 shared by all systems, so the load phase does not dominate; write throughput is measured
@@ -278,12 +284,19 @@ def run_bench(
                     handoff_wb[str(n)] = handoff_overhead(n, cache_dir=cache_dir, write_behind=True,
                                                           agent_ms=HANDOFF_AGENT_MS)
             gc.collect()
+    inline_p95 = max((h["total_p95_ms"] for h in handoff.values()), default=None)
+    wb_p95 = max((h["total_p95_ms"] for h in handoff_wb.values()), default=None)
+    default_wb = settings.policy.write_behind
     return {
         "results": [r.as_dict() for r in results],
-        "handoff_overhead_p95_ms": max((h["total_p95_ms"] for h in handoff.values()), default=None),
+        # The headline is the Supervisor as configured by default (policy.write_behind), worst
+        # size; both modes are reported in full below.
+        "handoff_overhead_p95_ms": wb_p95 if default_wb else inline_p95,
+        "handoff_overhead_mode": "write-behind" if default_wb else "inline",
+        "handoff_overhead_inline_p95_ms": inline_p95,
         "handoff_overhead": handoff,
         # policy.write_behind=true: post-node writes queued (see supervisor.bench for the method)
-        "handoff_overhead_write_behind_p95_ms": max((h["total_p95_ms"] for h in handoff_wb.values()), default=None),
+        "handoff_overhead_write_behind_p95_ms": wb_p95,
         "handoff_overhead_write_behind": handoff_wb,
         "handoff_write_behind_agent_ms": HANDOFF_AGENT_MS,
         "ratios": _ratios(results),

@@ -20,7 +20,7 @@ import difflib
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -117,11 +117,23 @@ WEAK_CUES = re.compile(
 )
 
 
+# Per-text analyses below are cached: a write is judged against up to `neighbours` stored
+# memories, and the same stored memories come up again write after write (a handoff's post
+# node spent ~1 ms per judged pair re-running these regexes before they were cached).
+_TEXT_CACHE = 8192
+
+
+@lru_cache(maxsize=_TEXT_CACHE)
+def _cues(text: str) -> tuple[bool, bool]:
+    return bool(STRONG_CUES.search(text)), bool(WEAK_CUES.search(text))
+
+
 def change_cue(existing: str, incoming: str) -> bool:
     """Does ``incoming`` announce a change that ``existing`` did not already announce?"""
-    if STRONG_CUES.search(incoming) and not STRONG_CUES.search(existing):
+    (strong_a, weak_a), (strong_b, weak_b) = _cues(existing), _cues(incoming)
+    if strong_b and not strong_a:
         return True
-    return bool(WEAK_CUES.search(incoming)) and not (WEAK_CUES.search(existing) or STRONG_CUES.search(existing))
+    return weak_b and not (weak_a or strong_a)
 
 _NUM = re.compile(r"(?<![A-Za-z\d.])\d+(?:[.,]\d+)*(?![A-Za-z\d])")
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -133,12 +145,19 @@ _FILLER = re.compile(
 )
 
 
+@lru_cache(maxsize=_TEXT_CACHE)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+@lru_cache(maxsize=_TEXT_CACHE)
 def _norm(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).lower().strip()
     t = _FILLER.sub("", t)
     return _PUNCT.sub("", t)
 
 
+@lru_cache(maxsize=_TEXT_CACHE)
 def _is_cjk(text: str) -> bool:
     cjk = len(_CJK.findall(text))
     latin = len(re.findall(r"[A-Za-z]", text))
@@ -215,21 +234,23 @@ _TRIVIAL = frozenset(
 _LIGHT = frozenset("用以后都把将于在对给为被让着过得地就才又也还再中里上下所其之与及和或") | STOPWORDS
 
 
-def _diff_seq(text: str) -> list[str]:
+@lru_cache(maxsize=_TEXT_CACHE)
+def _diff_seq(text: str) -> tuple[str, ...]:
     t = unicodedata.normalize("NFKC", text).lower()
     t = _FILLER.sub("", t.strip())
-    return [w for w in _DIFF_TOKEN.findall(t) if w not in _TRIVIAL]
+    return tuple(w for w in _DIFF_TOKEN.findall(t) if w not in _TRIVIAL)
 
 
+@lru_cache(maxsize=65536)
 def _is_value_token(tok: str) -> bool:
     return bool(values(tok)) or bool(re.fullmatch(_ID, tok)) or (len(tok) == 1 and tok in _ZH_NUMERALS)
 
 
-def _numeric(tokens: list[str]) -> bool:
+def _numeric(tokens: Sequence[str]) -> bool:
     return all(re.fullmatch(r"\d+(?:[.,]\d+)*%?", t) or (len(t) == 1 and t in _ZH_NUMERALS) for t in tokens)
 
 
-def _slot_kind(tokens: list[str]) -> str:
+def _slot_kind(tokens: Sequence[str]) -> str:
     """'value' (numbers, units, identifiers, lexicon values), 'word', 'mixed' or 'empty'."""
     if not tokens:
         return "empty"
@@ -244,8 +265,17 @@ def _slot_kind(tokens: list[str]) -> str:
     return "value" if all(_is_value_token(t) for t in tokens) else "word"
 
 
+@lru_cache(maxsize=_TEXT_CACHE)
+def _facts_cached(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple(_facts_uncached(text).items())
+
+
 def _facts(text: str) -> dict[str, frozenset[str]]:
     """Canonical values plus identifiers (table names, paths, ids): what paraphrases must share."""
+    return dict(_facts_cached(text))
+
+
+def _facts_uncached(text: str) -> dict[str, frozenset[str]]:
     t = unicodedata.normalize("NFKC", text).lower()
     out = {c: v for c, v in values(text).items() if c != "polarity"}
     ids = frozenset(m for m in re.findall(_ID, t) if re.search(r"[_/=\d]", m) and not m.replace(".", "").isdigit())
@@ -273,8 +303,7 @@ def _rule_judge(
 ) -> Judgement:
     """The alignment rules (see the module docstring); :func:`judge` adds the name check."""
     na, nb = _norm(existing), _norm(incoming)
-    ta, tb = tokenize(existing), tokenize(incoming)
-    sa, sb = set(ta), set(tb)
+    sa, sb = _token_set(existing), _token_set(incoming)
     overlap = len(sa & sb) / len(sa | sb) if sa | sb else 1.0
     if na == nb or (sa == sb and sa):
         return Judgement("duplicate", "same words", cosine, overlap)
@@ -358,6 +387,7 @@ def _rule_judge(
 _ENTITY = re.compile(r"\b(?:[A-Za-z]*[A-Z][A-Za-z]*[A-Z][A-Za-z0-9]*|[A-Za-z]+\d[A-Za-z0-9]*)\b")
 
 
+@lru_cache(maxsize=_TEXT_CACHE)
 def entities(text: str) -> frozenset[str]:
     """Acronyms and codes (GMV, DAU, iOS, Q3) that are not lexicon values: names, which survive
     translation verbatim, so they can be compared across languages."""

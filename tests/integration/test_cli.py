@@ -450,3 +450,26 @@ def test_add_and_search_with_the_network_cut(tmp_path):
     hits = r.json()
     assert hits and hits[0]["id"] == added["id"] and hits[0]["content"] == CHART
     assert hits[0]["score"]["vector"] > 0
+
+
+def test_bench_json_keys_and_the_handoff_headline(tmp_path):
+    """``memctl bench --json`` keeps the keys the issue fixed; the handoff headline follows the
+    default mode (write-behind) and both modes are reported."""
+    env = {**cli_env(tmp_path / "unused.sqlite"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cmd = [*MEMCTL, "bench", "--sizes", "200", "--queries", "5", "--systems", "sqlite,numpy,handoff",
+           "--json", "--out", str(tmp_path / "b.json"), "--plot", str(tmp_path / "b.png")]
+    p = subprocess.run(cmd, capture_output=True, timeout=600, env=env, cwd=ROOT)
+    r = Run(cmd, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
+    assert r.code == 0, str(r)
+    out = r.json()
+    assert {(x["system"], x["n"]) for x in out["results"]} == {("memory-sqlite", 200), ("numpy-floor", 200)}
+    for x in out["results"]:
+        assert {"system", "n", "search_p50_ms", "search_p95_ms", "write_per_s"} <= x.keys()
+        assert 0 < x["search_p50_ms"] <= x["search_p95_ms"]
+    assert out["handoff_overhead_mode"] == "write-behind"
+    assert out["handoff_overhead_p95_ms"] == out["handoff_overhead_write_behind_p95_ms"]
+    assert out["handoff_overhead_inline_p95_ms"] == out["handoff_overhead"]["200"]["total_p95_ms"] > 0
+    assert out["handoff_overhead_write_behind"]["200"]["errors"] == 0
+    assert json.loads((tmp_path / "b.json").read_text()) == out
+    assert (tmp_path / "b.png").stat().st_size > 0
+    assert list((tmp_path / "cache").rglob("*.npy"))  # corpus vectors cached under XDG_CACHE_HOME
