@@ -246,6 +246,22 @@ def _is_value_token(tok: str) -> bool:
     return bool(values(tok)) or bool(re.fullmatch(_ID, tok)) or (len(tok) == 1 and tok in _ZH_NUMERALS)
 
 
+_ZH_DIGIT = {"零": "0", "一": "1", "二": "2", "两": "2", "三": "3", "四": "4", "五": "5", "六": "6", "七": "7",
+             "八": "8", "九": "9", "十": "10"}
+
+
+def _same_value(sa: Sequence[str], sb: Sequence[str]) -> bool:
+    """Do two replaced slots state the same canonical value in other words ("dollars" / "USD",
+    "两" / "2")? Then the replacement rewords the fact rather than changing it."""
+    va = values(" ".join(_ZH_DIGIT.get(t, t) for t in sa))
+    vb = values(" ".join(_ZH_DIGIT.get(t, t) for t in sb))
+    if not va or va != vb:
+        return False
+    # Nothing else may be in the slots: "3 stores" vs "3 regions" is another fact.
+    rest = [t for t in (*sa, *sb) if not _is_value_token(_ZH_DIGIT.get(t, t)) and t not in _LIGHT]
+    return not rest
+
+
 def _numeric(tokens: Sequence[str]) -> bool:
     return all(re.fullmatch(r"\d+(?:[.,]\d+)*%?", t) or (len(t) == 1 and t in _ZH_NUMERALS) for t in tokens)
 
@@ -345,7 +361,7 @@ def _rule_judge(
         # the subject or scope -> another fact. Only a value slot changes the same fact.
         for _, i1, i2, j1, j2 in replaces:
             sa_, sb_ = a[i1:i2], b[j1:j2]
-            if all(t in _LIGHT for t in sa_ + sb_):
+            if all(t in _LIGHT for t in sa_ + sb_) or _same_value(sa_, sb_):
                 continue
             at_end = i2 >= len(a) - 1 or j2 >= len(b) - 1
             kind_a, kind_b = _slot_kind(sa_), _slot_kind(sb_)
@@ -362,7 +378,8 @@ def _rule_judge(
                 return Judgement("distinct", f"other scope value: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
             if kind_a == kind_b == "word":
                 return Judgement("distinct", f"other object: {' '.join(sa_)} -> {' '.join(sb_)}", cosine, overlap)
-        heavy = [op for op in replaces if not all(t in _LIGHT for t in a[op[1]:op[2]] + b[op[3]:op[4]])]
+        heavy = [op for op in replaces if not (all(t in _LIGHT for t in a[op[1]:op[2]] + b[op[3]:op[4]])
+                                               or _same_value(a[op[1]:op[2]], b[op[3]:op[4]]))]
         if not heavy:
             return Judgement("duplicate", "same statement, only function words differ", cosine, overlap)
         _, i1, i2, j1, j2 = heavy[-1]

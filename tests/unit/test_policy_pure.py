@@ -105,6 +105,11 @@ def test_values_lexicon_crosses_languages():
         ("User prefers bar charts.", "用户更喜欢柱状图", 0.56, "duplicate"),
         ("华南区今年的销售目标是3000万元", "华南区今年的销售目标下调到2500万元", 0.9, "conflict"),
         ("The user likes hiking.", "Quarterly revenue is reported in USD.", 0.1, "distinct"),
+        # A replaced slot stating the same canonical value rewords the fact (not a new value).
+        ("报表金额保留两位小数", "报表金额保留2位小数", 0.8, "duplicate"),
+        ("报表金额保留两位小数", "报表金额保留3位小数", 0.8, "conflict"),
+        ("The hosting bill for May was 300 dollars.", "The hosting bill for May was 300 USD.", 0.9, "duplicate"),
+        ("The hosting bill for May was 300 dollars.", "The hosting bill for May was 300 euros.", 0.9, "conflict"),
     ],
 )
 def test_judge_examples(existing, incoming, cos, label):
