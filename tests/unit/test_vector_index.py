@@ -115,3 +115,16 @@ def test_namespace_scope_and_refit_on_growth(small_thresholds: None, monkeypatch
     for q in queries:
         rids, _ = idx.search(idx.matching([("bench", "u1")]), q, 20)
         assert rids.tolist() == _truth(only_u1, q, 20)[0]
+
+
+def test_head_size_follows_the_data(small_thresholds: None) -> None:
+    rng = np.random.default_rng(6)
+    idx = VectorIndex(DIM)  # no fixed head: keep the directions holding HEAD_ENERGY of the energy
+    current = _fill(idx, _structured(rng, 6_000))
+    _check(idx, current, _structured(rng, 5), ks=(10,))
+    assert idx.last_plan == "two-stage"
+    assert idx._basis is not None and 12 <= idx._basis.shape[1] <= DIM // 2
+    flat = VectorIndex(DIM)  # isotropic: 90% of the energy needs most dims, so no first stage
+    current = _fill(flat, rng.standard_normal((6_000, DIM)).astype(np.float32))
+    _check(flat, current, rng.standard_normal((3, DIM)).astype(np.float32), ks=(10,))
+    assert flat._basis is None and flat.last_plan == "full"
