@@ -105,7 +105,12 @@ def _pct(xs: list[float], p: float) -> float:
 
 
 def _rss_mb() -> float:
-    """Current resident set size of this process (Linux), in MiB."""
+    """Current resident set size of this process (Linux), in MiB.
+
+    Callers take a delta around a store's load and clamp it at 0: a store that keeps its data on
+    disk (sqlite-vec) grows RSS by about nothing, and memory the previous system freed can make
+    the raw delta negative (-30 MiB at 100k before the clamp).
+    """
     try:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -152,6 +157,7 @@ def _bench_ours(backend: str, settings: MemorySettings, emb: Embedder, texts: li
     from memory.backends import open_backend
 
     n = len(texts)
+    gc.collect()
     rss0 = _rss_mb()
     svc = MemoryService(open_backend(settings, emb.name, emb.dim), emb, settings)
     for i in range(0, n, 5000):
@@ -160,7 +166,7 @@ def _bench_ours(backend: str, settings: MemorySettings, emb: Embedder, texts: li
         svc.backend.upsert(recs, vecs[i : i + len(recs)])
         if progress:
             progress(f"{backend} load {n}", min(n, i + 5000), n)
-    rss = _rss_mb() - rss0
+    rss = max(0.0, _rss_mb() - rss0)
     lat = _time_searches(lambda q: svc.search(q, "bench", top_k=10), qs)
     t = time.perf_counter()
     svc.write_many(NewMemory(f"new memory {k}: {texts[k % n]}", ("bench", "new")) for k in range(write_sample))
@@ -192,6 +198,7 @@ def _bench_langgraph(kind: str, emb: Embedder, texts: list[str], vecs: np.ndarra
 
     embed, _ = _cached_embed(emb, texts, vecs)
     n = len(texts)
+    gc.collect()
     rss0 = _rss_mb()
     if kind == "inmemory":
         from langgraph.store.memory import InMemoryStore
@@ -211,7 +218,7 @@ def _bench_langgraph(kind: str, emb: Embedder, texts: list[str], vecs: np.ndarra
         store.batch([PutOp(("bench", f"u{j % 10}"), f"m{j}", {"text": texts[j]}) for j in range(i, min(n, i + 2000))])
         if progress:
             progress(f"langgraph-{kind} load {n}", min(n, i + 2000), n)
-    rss = _rss_mb() - rss0
+    rss = max(0.0, _rss_mb() - rss0)
     lat = _time_searches(lambda q: store.search(("bench",), query=q, limit=10), qs)
     m = min(write_sample, 200)
     t = time.perf_counter()
