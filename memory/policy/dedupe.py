@@ -451,6 +451,33 @@ def _paraphrase_script(existing: str, incoming: str, j: Judgement) -> str | None
     return script
 
 
+_ACRONYM = re.compile(r"\b[A-Za-z]*[A-Z][A-Za-z]*[A-Z][A-Za-z]*\b")  # two capitals or more: AOV, WoW
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def expand_acronyms(text: str, other: str) -> str:
+    """``text`` with each acronym that ``other`` spells out replaced by those words ("AOV" ->
+    "average order value" when ``other`` says "Average order value"; "WoW" -> "week over week"):
+    consecutive words of ``other`` whose initials spell the acronym. An acronym ``other`` also
+    uses is left alone, so two texts naming the same acronym compare as before."""
+    words = _WORD.findall(other)
+    if not words:
+        return text
+    low = [w.lower() for w in words]
+    own = set(_ACRONYM.findall(other))
+    out = text
+    for acr in sorted(set(_ACRONYM.findall(text)) - own):
+        letters = acr.lower()
+        n = len(letters)
+        if not 2 <= n <= 6:
+            continue
+        for i in range(len(low) - n + 1):
+            if all(low[i + k][0] == letters[k] for k in range(n)):
+                out = re.sub(rf"\b{re.escape(acr)}\b", " ".join(low[i : i + n]), out)
+                break
+    return out
+
+
 def _paraphrase_judge(existing: str, incoming: str, j: Judgement,
                       paraphrase: Callable[[str, str], float]) -> Judgement:
     script = _paraphrase_script(existing, incoming, j)
@@ -491,6 +518,11 @@ def judge(existing: str, incoming: str, cosine: float, *,
     "GMV excludes refunds" and "NMV 不含退款" are about different metrics however close their
     wording or meaning.
     """
+    if not _CJK.search(existing) and not _CJK.search(incoming):
+        # Compare spelled-out forms: "AOV = sales / orders" states the same as "Average order
+        # value is sales divided by orders", and "AOV is $50" -> "Average order value is $60"
+        # changes one value of one subject (not "another subject").
+        existing, incoming = expand_acronyms(existing, incoming), expand_acronyms(incoming, existing)
     j = _rule_judge(existing, incoming, cosine)
     if paraphrase is not None and j.label == "distinct":
         j = _paraphrase_judge(existing, incoming, j, paraphrase)

@@ -169,3 +169,25 @@ def test_manager_merges_english_paraphrase_when_enabled(embedder, model, kept):
         assert len(mm.service.list("domain_facts/srv")) == 2
     finally:
         mm.close()
+
+
+def test_acronyms_are_spelled_out_from_the_other_text():
+    from memory.policy.dedupe import expand_acronyms
+
+    assert expand_acronyms("CAC = spend / new customers", "Customer acquisition cost is spend over new customers") \
+        == "customer acquisition cost = spend / new customers"
+    assert expand_acronyms("Show QoQ growth", "show quarter-over-quarter growth") == "Show quarter over quarter growth"
+    # Both texts use the acronym, or the other text has no matching words: unchanged.
+    assert expand_acronyms("GMV excludes refunds", "GMV 不含退款") == "GMV excludes refunds"
+    assert expand_acronyms("NPS rose", "The survey score rose") == "NPS rose"
+
+
+def test_judge_compares_spelled_out_acronyms(scorer):
+    spelled = "Customer acquisition cost is marketing spend divided by new customers."
+    j = judge("CAC is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer)
+    assert j.label == "duplicate", j.reason
+    # Same subject, new value: a conflict, not "another subject".
+    j = judge("AOV is 50 dollars this month.", "Average order value is 60 dollars this month.", 0.7)
+    assert j.label == "conflict" and "50 -> 60" in j.reason, j.reason
+    # An acronym the other text does not spell out stays another metric.
+    assert judge("LTV is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer).label == "distinct"
