@@ -92,7 +92,7 @@ def _top(rids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return rids[order], sims[order]
 
 
-def _exact(blocks: list["_Block"], offsets: np.ndarray, idx: np.ndarray,
+def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray,
            vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rids, exact cosine) of rows `idx`, numbered across `blocks` as one concatenation."""
     which = np.searchsorted(offsets, idx, side="right") - 1

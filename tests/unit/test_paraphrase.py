@@ -190,4 +190,5 @@ def test_judge_compares_spelled_out_acronyms(scorer):
     j = judge("AOV is 50 dollars this month.", "Average order value is 60 dollars this month.", 0.7)
     assert j.label == "conflict" and "50 -> 60" in j.reason, j.reason
     # An acronym the other text does not spell out stays another metric.
-    assert judge("LTV is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer).label == "distinct"
+    other = judge("LTV is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer)
+    assert other.label == "distinct", other.reason

@@ -34,8 +34,9 @@ def _check(idx: VectorIndex, current: dict[int, np.ndarray], queries: np.ndarray
             want, want_sims = _truth(current, q, k)
             # Same scores; ids may differ only between rows whose scores tie to float precision.
             assert np.allclose(sims, want_sims, atol=1e-5)
-            assert set(rids.tolist()) ^ set(want) <= {r for r, s in zip(rids.tolist(), sims) if abs(s - sims[-1]) < 1e-5} | {
-                r for r, s in zip(want, want_sims) if abs(s - want_sims[-1]) < 1e-5}
+            tied = {r for r, s in zip(rids.tolist(), sims, strict=True) if abs(s - sims[-1]) < 1e-5}
+            tied |= {r for r, s in zip(want, want_sims, strict=True) if abs(s - want_sims[-1]) < 1e-5}
+            assert set(rids.tolist()) ^ set(want) <= tied
 
 
 @pytest.fixture
