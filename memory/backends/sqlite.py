@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -128,6 +129,9 @@ def _ns_clause(prefix: Namespace | None) -> tuple[str, list[Any]]:
 
 def _ts(dt: Any) -> float | None:
     return None if dt is None else as_utc(dt).timestamp()
+
+
+_TIME_COLS = ("created_at", "updated_at", "expires_at")
 
 
 class SqliteBackend(AsyncMixin):
@@ -472,7 +476,13 @@ class SqliteBackend(AsyncMixin):
             self._sync()
             blocks = self._index.matching(q.namespaces)
             total = self._index.size(blocks)
-            allowed = self._prefilter(q.namespaces, flt, now) if flt and blocks else None
+            allowed = self._prefilter(q.namespaces, flt, now, json_only=False) if flt and blocks else None
+            # Only unindexed (JSON) conditions: scanning for them costs ~3 us a row (~0.3 s at
+            # 100k), more than a common filter's whole search, so first try reading candidates.
+            deferred = False
+            if flt and blocks and allowed is None:
+                conds, _, indexed = self._filter_sql(flt)
+                deferred = bool(conds) and not indexed
             if allowed is not None:
                 total = len(allowed)
             if q.text and blocks:
@@ -503,6 +513,14 @@ class SqliteBackend(AsyncMixin):
                 kw_done = len(kw_kept) >= q.limit or len(kw_rids) <= fetch
                 if (vec_done and kw_done) or fetch >= total:
                     break
+                if deferred and fetch >= self.DEFER_JSON_FETCH:
+                    deferred = False  # a rare filter: select its rows in SQL after all
+                    found = self._prefilter(q.namespaces, flt, now)
+                    if found is not None:
+                        allowed, total, fetch = found, len(found), q.limit
+                        keep = np.isin(kw_rids, allowed)
+                        kw_rids, kw_scores = kw_rids[keep], kw_scores[keep]
+                        continue
                 fetch = min(total, fetch * 4)
             vec_score = dict(vec_kept)
             chosen = list(dict.fromkeys([r for r, _ in vec_kept] + [r for r, _ in kw_kept]))
@@ -522,16 +540,73 @@ class SqliteBackend(AsyncMixin):
             return out
 
     # A filter is applied to records after they are read, widening the read until enough pass;
-    # a filter few rows pass would read the whole namespace (seconds at 100k). Conditions on
-    # real columns (type; time ranges) are therefore first turned into the set of rows that can
-    # pass, and the search is confined to it when it is small. The set is a superset (time
-    # bounds get a millisecond of slack): `matches` still decides, so results are unchanged.
+    # a filter few rows pass would read the whole namespace (seconds at 100k). Conditions are
+    # therefore first turned into the set of rows that can pass, and the search is confined to
+    # it when it is small: real columns (type; time ranges) through their indexes, equality on
+    # source / agent / tags / extra.<name> through json_extract over the namespace's rows (no
+    # index, but SQL reads a row in microseconds where building a record takes tens). The set
+    # is a superset (time bounds get a millisecond of slack): `matches` still decides, so
+    # results are unchanged.
     PREFILTER_MAX_ROWS = 20_000
+    DEFER_JSON_FETCH = 500  # candidates read before a JSON-only filter is selected in SQL
+    _EXTRA_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
-    def _prefilter(self, namespaces: Sequence[Namespace], flt: dict[str, Any], now: float) -> np.ndarray | None:
+    @classmethod
+    def _json_condition(cls, key: str, op: str, val: Any) -> tuple[str, list[Any]] | None:
+        """SQL that every row passing ``key op val`` satisfies, for equality-like conditions."""
+        vals = [val] if op == "$eq" else list(val) if op == "$in" and val else None
+        if vals is None:
+            return None
+        marks = ",".join("?" * len(vals))
+        if key in ("source", "agent", "tags"):
+            if not all(isinstance(v, str) for v in vals):
+                return None
+            if key == "tags":
+                return f"EXISTS (SELECT 1 FROM json_each(metadata, '$.tags') WHERE value IN ({marks}))", vals
+            return f"json_extract(metadata, '$.{key}') IN ({marks})", vals
+        name = key[len("extra."):]
+        if not key.startswith("extra.") or not cls._EXTRA_NAME.fullmatch(name):
+            return None
+        # Strings and exactly representable numbers compare in SQL as in Python (a JSON true is
+        # 1 there, as True == 1 here); anything else is left to `matches`.
+        if not all(isinstance(v, str) or (isinstance(v, int | float) and abs(v) < 2**53) for v in vals):
+            return None
+        return f"json_extract(metadata, '$.extra.\"{name}\"') IN ({marks})", vals
+
+    def _prefilter(self, namespaces: Sequence[Namespace], flt: dict[str, Any], now: float, *,
+                   json_only: bool = True) -> np.ndarray | None:
+        """Rows that can pass ``flt`` (a superset), or None when too many can (or, with
+        ``json_only=False``, when only unindexed JSON conditions would select them)."""
+        conds, params, indexed = self._filter_sql(flt)
+        if not conds or (not indexed and not json_only):
+            return None
+        ns_sql, ns_params = [], []
+        for ns in namespaces:
+            clause, p = _ns_clause(ns)
+            # unary +: keep the planner off the namespace index so it uses the filter's index
+            ns_sql.append(clause.replace("ns ", "+ns ") if indexed else clause)
+            ns_params += p
+        rows = self._conn.execute(
+            f"SELECT rid FROM memories WHERE ({' OR '.join(ns_sql)}) AND {' AND '.join(conds)}"
+            f" AND (expires_at IS NULL OR expires_at > ?) LIMIT {self.PREFILTER_MAX_ROWS + 1}",
+            (*ns_params, *params, now),
+        ).fetchall()
+        if len(rows) > self.PREFILTER_MAX_ROWS:
+            return None  # many rows can pass: reading and filtering the top ones is cheaper
+        return np.fromiter((r for (r,) in rows), dtype=np.int64, count=len(rows))
+
+    def _filter_sql(self, flt: dict[str, Any]) -> tuple[list[str], list[Any], bool]:
+        """SQL conditions implied by ``flt``, their parameters, and whether one is indexed."""
         conds: list[str] = []
         params: list[Any] = []
+        indexed = False  # a condition on an indexed column: let the planner start from it
         for key, (op, val) in flt.items():
+            json_cond = self._json_condition(key, op, val) if key not in ("type", *_TIME_COLS) else None
+            if json_cond is not None:
+                conds.append(json_cond[0])
+                params += json_cond[1]
+                continue
+            before = len(conds)
             if key == "type" and op == "$eq" and isinstance(val, str):
                 conds.append("type = ?")
                 params.append(val)
@@ -545,21 +620,8 @@ class SqliteBackend(AsyncMixin):
                 if op in ("$lt", "$lte", "$eq"):
                     conds.append(f"{key} <= ?")
                     params.append(val.timestamp() + 1e-3)
-        if not conds:
-            return None
-        ns_sql, ns_params = [], []
-        for ns in namespaces:
-            clause, p = _ns_clause(ns)
-            ns_sql.append(clause.replace("ns ", "+ns "))  # unary +: let the planner use the filter's index
-            ns_params += p
-        rows = self._conn.execute(
-            f"SELECT rid FROM memories WHERE ({' OR '.join(ns_sql)}) AND {' AND '.join(conds)}"
-            f" AND (expires_at IS NULL OR expires_at > ?) LIMIT {self.PREFILTER_MAX_ROWS + 1}",
-            (*ns_params, *params, now),
-        ).fetchall()
-        if len(rows) > self.PREFILTER_MAX_ROWS:
-            return None  # many rows can pass: reading and filtering the top ones is cheaper
-        return np.fromiter((r for (r,) in rows), dtype=np.int64, count=len(rows))
+            indexed = indexed or (len(conds) > before and key in ("type", "created_at", "updated_at"))
+        return conds, params, indexed
 
     @staticmethod
     def _lookup(rids: np.ndarray, scores: np.ndarray, wanted: list[int]) -> dict[int, float]:

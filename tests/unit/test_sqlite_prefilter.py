@@ -26,7 +26,9 @@ def backend(tmp_path_factory):
         recs.append(MemoryRecord(
             id=f"m{i}", namespace=("facts", f"u{i % 3}"),
             content=f"{rng.choice(['revenue', 'churn', 'margin'])} note {i}" + (" rare" if rare else ""),
-            metadata={"type": "rare_kind" if rare else "task_traces"},
+            metadata={"type": "rare_kind" if rare else "task_traces", "source": "import" if rare else "user",
+                      "tags": ["rare"] if rare else ["common", f"t{i % 7}"],
+                      "extra": {"batch": 7 if rare else 1000 + i % 50, "flag": rare}},
             created_at=T0 + timedelta(hours=i / 10), updated_at=T0 + timedelta(hours=i / 10)))
     b = SqliteBackend(tmp_path_factory.mktemp("pf") / "pf.sqlite", embedding_model="test", dim=8)
     b.upsert(recs, vecs)
@@ -76,3 +78,36 @@ def test_a_filter_nothing_passes_reads_nothing(backend) -> None:
 def test_filters_without_column_conditions_still_work(backend) -> None:
     hits, _ = _run(backend, {"extra.missing": {"$ne": "x"}, "created_at": {"$ne": T0.isoformat()}})
     assert len(hits) >= 10
+
+
+@pytest.mark.parametrize("flt", [
+    {"source": "import"},
+    {"tags": "rare"},
+    {"tags": {"$in": ["rare", "nothing"]}},
+    {"extra.batch": 7},
+    {"extra.batch": {"$in": [7.0, 99999]}},
+    {"extra.flag": True},
+    {"source": "import", "created_at": {"$gte": T0.isoformat()}},  # with an indexed condition
+])
+def test_rare_json_filters_are_selected_in_sql_with_the_same_results(backend, flt, monkeypatch) -> None:
+    fast, read_fast = _run(backend, flt)
+    monkeypatch.setattr(SqliteBackend, "PREFILTER_MAX_ROWS", 0)
+    slow, read_slow = _run(backend, flt)
+    assert fast == slow and fast
+    # Read a few rounds of candidates first (DEFER_JSON_FETCH), then only the rows that pass.
+    assert read_fast <= 4 * SqliteBackend.DEFER_JSON_FETCH
+    assert read_slow > 5 * read_fast
+
+
+def test_common_json_filters_do_not_scan_in_sql(backend, monkeypatch) -> None:
+    calls: list[bool] = []
+    prefilter = SqliteBackend._prefilter
+
+    def spy(self, *args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(kw.get("json_only", True))
+        return prefilter(self, *args, **kw)
+
+    monkeypatch.setattr(SqliteBackend, "_prefilter", spy)
+    hits, read = _run(backend, {"source": "user", "tags": "common"})
+    assert len(hits) >= 10 and read <= 60
+    assert True not in calls  # only the indexed-conditions probe ran, which does nothing here
