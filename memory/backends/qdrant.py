@@ -61,7 +61,16 @@ from memory.errors import (
 )
 from memory.filters import matches, validate_filter
 from memory.namespace import Namespace, ancestors, ns_key
-from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, ScoredMemory, as_utc, index_text, utcnow
+from memory.records import (
+    INDEX_TEXT_VERSION,
+    MemoryMetadata,
+    MemoryQuery,
+    MemoryRecord,
+    ScoredMemory,
+    as_utc,
+    index_text,
+    utcnow,
+)
 from memory.settings import QdrantSettings
 from memory.text import tokenize
 
@@ -401,7 +410,8 @@ class QdrantBackend(AsyncMixin):
                         vectors_config={DENSE: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)},
                         sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
                         metadata={"embedding_model": self.embedding_model, "dim": self.dim,
-                                  "schema_version": SCHEMA_VERSION, "kw_docs": 0, "kw_terms": 0},
+                                  "schema_version": SCHEMA_VERSION, "kw_docs": 0, "kw_terms": 0,
+                                  "index_text_version": INDEX_TEXT_VERSION},
                     )
                 except (UnexpectedResponse, ValueError):
                     # Another process may have created it between our check and our create.
@@ -418,7 +428,35 @@ class QdrantBackend(AsyncMixin):
             self._kw_docs = max(self._kw_docs, int(meta.get("kw_docs", 0)))
             self._kw_terms = max(self._kw_terms, int(meta.get("kw_terms", 0)))
             self._kw_persisted = self._kw_docs
+            # Collections written before index_text_version existed are version 1.
+            if int(meta.get("index_text_version", 1)) != INDEX_TEXT_VERSION:
+                self._reindex_keywords()
         self._ready = True
+
+    def _reindex_keywords(self) -> None:
+        """Rewrite every point's sparse vector from its record's current ``index_text``.
+
+        The keyword text of a record changed (records.INDEX_TEXT_VERSION), so collections written
+        before keep stale keywords and would rank unlike SqliteBackend (which re-tokenizes its
+        file once for the same reason). Dense vectors and payloads are left as they are. Safe to
+        run twice (two processes opening at once): both write the same vectors.
+        """
+        counts: list[tuple[Any, dict[int, int], int]] = []
+        for p in self._scan(None, payload=True):
+            r = _record(p.payload or {})
+            tf, n = term_counts(index_text(r))
+            counts.append((p.id, tf, n + len(r.namespace)))  # as in upsert
+        docs, terms = len(counts), sum(n for _, _, n in counts)
+        avgdl = terms / docs if docs else 1.0
+        for i in range(0, len(counts), UPSERT_CHUNK):
+            self._client.update_vectors(self.collection, points=[
+                qm.PointVectors(id=pid, vector={SPARSE: doc_sparse(tf, n, avgdl)})
+                for pid, tf, n in counts[i : i + UPSERT_CHUNK]], wait=True)
+        self._client.update_collection(self.collection, metadata={
+            "kw_docs": docs, "kw_terms": terms, "index_text_version": INDEX_TEXT_VERSION})
+        self._kw_docs = self._kw_persisted = docs
+        self._kw_terms = terms
+        self._idf_cache.clear()
 
     def _check_schema(self, info: qm.CollectionInfo) -> None:
         meta = info.config.metadata or {}

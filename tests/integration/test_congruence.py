@@ -145,3 +145,36 @@ def test_filters_select_the_same_records_on_both_backends():
             assert sorted(r.record.id for r in q.query(mq)) == expect, flt
             assert sorted(r.id for r in q.scroll(("n",), filter=flt)) == expect, flt
             assert q.count(("n",), filter=flt) == s.count(("n",), filter=flt) == len(expect), flt
+
+
+def test_qdrant_collection_from_an_older_index_text_is_reindexed_on_open(tmp_path):
+    """A collection written under an older records.INDEX_TEXT_VERSION gets its sparse vectors
+    rewritten once on open, so its keyword scores equal a freshly written collection's."""
+    from qdrant_client import models as qm
+
+    from memory.backends.qdrant import SPARSE, QdrantBackend, point_id
+    from memory.records import INDEX_TEXT_VERSION, MemoryQuery, MemoryRecord
+
+    rng = np.random.default_rng(3)
+    recs = [MemoryRecord(id=f"r{i}", namespace=("n", "u1"), content=f"{w} tea note {i}")
+            for i, w in enumerate(["green", "black", "oolong", "herbal", "white", "green"])]
+    vecs = rng.standard_normal((len(recs), 4)).astype(np.float32)
+    mq = MemoryQuery(namespaces=(("n",),), vector=vecs[0], text="green tea", limit=10)
+    with QdrantBackend(location=":memory:", embedding_model="f", dim=4) as fresh:
+        fresh.upsert(recs, vecs)
+        want = {r.record.id: round(r.keyword_score, 5) for r in fresh.query(mq)}
+    old = QdrantBackend(path=tmp_path / "q", embedding_model="f", dim=4)
+    old.upsert(recs, vecs)
+    # What an older version left behind: no version in the metadata, stale sparse vectors.
+    old._client.update_collection(old.collection, metadata={"index_text_version": 1})
+    old._client.update_vectors(old.collection, points=[
+        qm.PointVectors(id=point_id(r.id), vector={SPARSE: qm.SparseVector(indices=[1], values=[0.5])})
+        for r in recs])
+    assert not any(r.keyword_score for r in old.query(mq))
+    old.close()
+    with QdrantBackend(path=tmp_path / "q", embedding_model="f", dim=4) as reopened:
+        got = {r.record.id: round(r.keyword_score, 5) for r in reopened.query(mq)}
+        meta = reopened._client.get_collection(reopened.collection).config.metadata
+        assert meta["index_text_version"] == INDEX_TEXT_VERSION and meta["kw_docs"] == len(recs)
+        assert reopened.count(("n",)) == len(recs)
+    assert got == want and any(got.values())
