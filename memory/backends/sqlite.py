@@ -281,6 +281,11 @@ class SqliteBackend(AsyncMixin):
             return
         if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
             self._reset_indexes()
+        elif self._applied_seq:
+            floor = self._conn.execute("SELECT value FROM meta WHERE key = 'deletions_floor'").fetchone()
+            if floor is not None and self._applied_seq < int(floor[0]):
+                # Deletions we have not applied were pruned from the log: rebuild from the rows.
+                self._reset_indexes()
         for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
             self._index.remove(rid)
             self._kw.remove(rid)
@@ -294,6 +299,21 @@ class SqliteBackend(AsyncMixin):
             self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
             self._index_terms(rid, namespace, (terms or "").split())
         self._applied_seq = db_seq
+
+    # The deletion log tells other processes which rows to drop from their indexes. It is cut
+    # back to its newest DELETION_LOG_KEEP entries once it holds twice that many; a process that
+    # was behind the cut (meta 'deletions_floor') rebuilds its indexes from the rows instead.
+    DELETION_LOG_KEEP = 50_000
+
+    def _prune_deletions(self, conn: sqlite3.Connection) -> None:
+        (n,) = conn.execute("SELECT COUNT(*) FROM deletions").fetchone()
+        if n <= 2 * self.DELETION_LOG_KEEP:
+            return
+        (cut,) = conn.execute("SELECT seq FROM deletions ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                              (self.DELETION_LOG_KEEP,)).fetchone()
+        conn.execute("DELETE FROM deletions WHERE seq <= ?", (cut,))
+        conn.execute("INSERT INTO meta (key, value) VALUES ('deletions_floor', ?) ON CONFLICT (key)"
+                     " DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (cut,))
 
     def _reset_indexes(self) -> None:
         self._index = VectorIndex(self.dim)
@@ -675,6 +695,8 @@ class SqliteBackend(AsyncMixin):
                 self._index.remove(r)
                 self._kw.remove(r)
                 self._records.pop(r, None)
+            if rids:
+                self._prune_deletions(conn)
             return len(rids)
 
         return self._write(do)

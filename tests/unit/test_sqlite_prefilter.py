@@ -1,5 +1,6 @@
 """Filtered searches on SQLite: conditions on real columns narrow the rows before any record is
-read, with the same results as filtering after reading."""
+read, with the same results as filtering after reading. Also the bounded deletion log that keeps
+several processes' indexes in step."""
 
 from __future__ import annotations
 
@@ -111,3 +112,28 @@ def test_common_json_filters_do_not_scan_in_sql(backend, monkeypatch) -> None:
     hits, read = _run(backend, {"source": "user", "tags": "common"})
     assert len(hits) >= 10 and read <= 60
     assert True not in calls  # only the indexed-conditions probe ran, which does nothing here
+
+
+def test_deletion_log_is_pruned_and_a_reader_behind_the_cut_rebuilds(tmp_path, monkeypatch) -> None:
+    """Two backends on one file (as two processes): the writer deletes enough to prune the
+    deletion log; the reader, which had synced before, must still drop every deleted row."""
+    monkeypatch.setattr(SqliteBackend, "DELETION_LOG_KEEP", 5)
+    path = tmp_path / "log.sqlite"
+    vecs = np.random.default_rng(2).standard_normal((60, 8)).astype(np.float32)
+    recs = [MemoryRecord(id=f"d{i}", namespace=("facts", "u1"), content=f"fact {i} revenue") for i in range(60)]
+    with SqliteBackend(path, embedding_model="test", dim=8) as writer, \
+            SqliteBackend(path, embedding_model="test", dim=8) as reader:
+        writer.upsert(recs, vecs)
+        q = MemoryQuery(namespaces=(("facts",),), vector=vecs[0], text="revenue", limit=60, now=utcnow())
+        assert len(reader.query(q)) == 60  # the reader's indexes now hold every row
+        for i in range(0, 40, 2):  # 20 deletes, one op each: the log is cut back as it passes 10
+            writer.delete(ids=[f"d{i}", f"d{i + 1}"])
+        (logged,) = writer._conn.execute("SELECT COUNT(*) FROM deletions").fetchone()
+        assert logged <= 2 * 5 * 2  # at most 2 * KEEP ops' worth (2 rows each) remain
+        floor = int(writer._conn.execute("SELECT value FROM meta WHERE key = 'deletions_floor'").fetchone()[0])
+        assert floor > reader._applied_seq
+        got = {h.record.id for h in reader.query(q)}
+        assert got == {f"d{i}" for i in range(40, 60)}
+        assert reader.count(("facts",)) == 20 and len(reader._index) == 20 and len(reader._kw) == 20
+    with SqliteBackend(path, embedding_model="test", dim=8) as again:
+        assert {h.record.id for h in again.query(q)} == got
