@@ -21,7 +21,7 @@ scored exactly on the full vectors. Cauchy-Schwarz bounds what the left-out part
 (|v_rest . q_rest| <= |v_rest| |q_rest|), so every other row whose bound could still beat the
 k-th exact score is scored exactly too: the result is the exact top-k whatever the data. On
 data without such directions the bound admits many rows and the search falls back to the
-plain full scan. The directions are found by the first large search (~0.6 s at 100k rows,
+plain full scan. The directions are found by the first large search (0.9-1.7 s at 100k rows,
 once; again after the index grows REFIT_GROWTH-fold).
 """
 
@@ -106,6 +106,18 @@ def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray,
     return rids, sims
 
 
+def _rest_norm(v: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Norm of what projecting rows ``v`` onto ``basis`` leaves out, rounded up.
+
+    Computed in float64 with slack (the 1e-7 under the root covers rounding in |v|^2 - |p|^2,
+    which float32 would get wrong by ~1e-6 for unit vectors): the bound may only be too wide.
+    """
+    v64 = np.atleast_2d(v).astype(np.float64)
+    p64 = v64 @ basis.astype(np.float64)
+    left = np.einsum("ij,ij->i", v64, v64) - np.einsum("ij,ij->i", p64, p64)
+    return (np.sqrt(np.maximum(left, 0.0) + 1e-7) * (1 + 1e-6)).astype(np.float32)
+
+
 class _Block:
     __slots__ = ("vecs", "rids", "n", "proj", "rest", "projected")
 
@@ -158,11 +170,8 @@ class _Block:
     def _project_rows(self, lo: int, hi: int, basis: np.ndarray) -> None:
         assert self.proj is not None and self.rest is not None
         v = self.vecs[lo:hi]
-        p = v @ basis
-        self.proj[lo:hi] = p
-        # The left-out part's norm, rounded up: it only ever widens the bound.
-        left = np.einsum("ij,ij->i", v, v) - np.einsum("ij,ij->i", p, p)
-        self.rest[lo:hi] = np.sqrt(np.maximum(left, 0.0)) * (1 + 1e-4) + 1e-6
+        self.proj[lo:hi] = v @ basis
+        self.rest[lo:hi] = _rest_norm(v, basis)
 
 
 class VectorIndex:
@@ -261,7 +270,7 @@ class VectorIndex:
         for b in blocks:
             b.project(basis)
         qh = vec @ basis
-        q_rest = float(np.sqrt(max(float(vec @ vec) - float(qh @ qh), 0.0)))
+        q_rest = float(_rest_norm(vec, basis)[0])
         heads = self._scan([(b.proj[: b.n], b.rids[: b.n]) for b in blocks], qh)  # type: ignore[index]
         hs = np.concatenate(heads) if len(heads) > 1 else heads[0]
         offsets = np.cumsum([0] + [b.n for b in blocks])
@@ -272,7 +281,7 @@ class VectorIndex:
         kth = np.partition(c_sims, len(c_sims) - kk)[len(c_sims) - kk]
         # Rows the first stage left out that could still reach the k-th exact score.
         rest = np.concatenate([b.rest[: b.n] for b in blocks])  # type: ignore[index]
-        upper = hs + q_rest * rest
+        upper = hs + q_rest * rest + 1e-5  # + the float32 rounding of the first-stage scores
         upper[cand] = -np.inf
         extra = np.flatnonzero(upper >= kth)
         if len(extra) > total // 4:
