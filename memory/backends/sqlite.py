@@ -633,7 +633,7 @@ class SqliteBackend(AsyncMixin):
             elif key == "type" and op == "$in" and val and all(isinstance(v, str) for v in val):
                 conds.append(f"type IN ({','.join('?' * len(val))})")
                 params += list(val)
-            elif key in ("created_at", "updated_at", "expires_at"):
+            elif key in _TIME_COLS:
                 if op in ("$gt", "$gte", "$eq"):
                     conds.append(f"{key} >= ?")
                     params.append(val.timestamp() - 1e-3)
