@@ -484,11 +484,14 @@ def eval_dedupe(
         _print_json(result)
         return
     t = Table("slice", "n", "duplicates merged", "conflicts resolved", "distinct wrongly merged")
-    rows = [("overall", result)] + list(result["by_lang"].items())
+    rows = ([("overall", result)] + [(f"lang {k}", v) for k, v in result["by_lang"].items()]
+            + [(f"kind {k}", v) for k, v in result["by_kind"].items()])
     for name, m in rows:
         t.add_row(name, str(m["n"]), *(("-" if m[k] is None else f"{m[k]:.3f}") for k in
                   ("duplicate_merge_rate", "conflict_resolution_rate", "distinct_false_merge_rate")))
     out.print(t)
+    out.print(f"unsure pairs (asked of the chat model when policy.chat_model is set): {result['llm_share']:.1%}; "
+              f"write p50 / p95: {result['timing']['write_p50_ms']} / {result['timing']['write_p95_ms']} ms")
 
 
 def _register_migrate() -> None:

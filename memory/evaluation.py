@@ -246,6 +246,10 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     * conflict: resolved when one remains and it states the incoming text (the old one survives
       only in history);
     * distinct: wrongly merged when fewer than two remain.
+
+    Also reported: slices by language (``by_lang``) and by kind (``by_kind``: the namespace's first
+    label), and ``llm_share`` — the share of pairs the offline judge is unsure about, which go to
+    the chat model when ``policy.chat_model`` is set.
     """
     from memory.policy.dedupe import _norm
 
@@ -254,6 +258,8 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     t0 = utcnow() - timedelta(days=1)
     outcomes: list[tuple[str, bool]] = []
     by_lang: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    by_kind: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    unsure = 0
     details = []
     latencies: list[float] = []
     for i, p in enumerate(pairs, 1):
@@ -275,8 +281,12 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
             ok = len(current) < 2
         outcomes.append((p["label"], ok))
         by_lang[str(p["lang"])].append((p["label"], ok))
-        details.append({"id": p["id"], "label": p["label"], "lang": p["lang"], "judged": res.judgement,
-                        "status": res.status, "reason": res.reason, "ok": ok})
+        by_kind[base[0]].append((p["label"], ok))
+        verdict = manager.pair_judge(p["existing"], p["incoming"])  # cached: what the write just computed
+        unsure += verdict.unsure
+        details.append({"id": p["id"], "label": p["label"], "lang": p["lang"], "kind": base[0],
+                        "judged": res.judgement, "status": res.status, "reason": res.reason,
+                        "p_same": round(verdict.p_same, 4), "unsure": verdict.unsure, "ok": ok})
         if progress:
             progress("pairs", i, len(pairs))
     half = len(pairs) // 2
@@ -284,6 +294,8 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     return {
         **_rates(outcomes),
         "by_lang": {lang: _rates(o) for lang, o in sorted(by_lang.items())},
+        "by_kind": {kind: _rates(o) for kind, o in sorted(by_kind.items())},
+        "llm_share": round(unsure / len(pairs), 4),
         "by_half": {"first": _rates(outcomes[:half]), "second": _rates(outcomes[half:])},
         "timing": {"write_p50_ms": round(statistics.median(lat), 3), "write_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)},
         "pairs": details,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -268,6 +269,9 @@ def make_post_node(manager: MemoryManager, agent: str,
         result = state.get("last_result") or {}
         if write_behind is not None:
             _report(s, write_behind.collect())
+        # Items reported together are distinct statements: the write policy never merges them
+        # into each other (see memory.policy.manager._may_merge).
+        handoff = uuid.uuid4().hex
         for item in result.get("memory_items") or []:
             d = manager.route(item, s.user_id, role="agent", agent=agent)
             s.emit("routed", **_decision(d, item))
@@ -275,7 +279,7 @@ def make_post_node(manager: MemoryManager, agent: str,
                 continue
             ns = d.write_namespace or agent_namespace(agent, s.user_id)
             meta = {"type": d.memory_type, "source": agent, "agent": agent,
-                    "extra": {"task": str(active.get("task", ""))[:300]}}
+                    "extra": {"task": str(active.get("task", ""))[:300], "handoff": handoff}}
             def write(item: str = item, ns: Namespace = ns, meta: dict[str, Any] = meta, why: str = d.reason) -> Any:
                 return manager.remember(item, ns, meta, actor=s.actor, now=s.now, reason=why)
             if write_behind is not None:

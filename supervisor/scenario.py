@@ -56,6 +56,9 @@ class Session:
     title: str
     turns: list[Turn]
     probe: dict[str, str] | None = None
+    # Checked after the session: each text is part of some current memory of the namespace
+    # (what the write policy must not have merged away).
+    stored: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,8 +84,9 @@ def load_scenario(path: str | Path | None = None) -> Scenario:
         try:
             turns = [Turn(t["user"], dict(t.get("replay") or {}), dict(t.get("check") or {}), list(t.get("capture") or []))
                      for t in s["turns"]]
+            stored = {str(ns): [str(t) for t in texts] for ns, texts in (s.get("stored") or {}).items()}
             sessions.append(Session(str(s["thread"]), str(s["user"]), float(s.get("day", 0)), str(s.get("title", "")),
-                                    turns, s.get("probe")))
+                                    turns, s.get("probe"), stored))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{p}: session #{i + 1} is malformed ({exc!r}); needs thread, user, turns[].user") from exc
         for t in turns:
@@ -146,6 +150,10 @@ class ScenarioRunner:
                     self._turn(graph, session, turn, now0 + timedelta(minutes=5 * ti), out)
                 if session.probe:
                     self._probe(mm, session, session.probe, now0 + timedelta(hours=1), out)
+                for ns, texts in session.stored.items():
+                    current = [r.content for r in mm.service.list(ns, limit=1000)]
+                    for text in texts:
+                        self._check(out, session, f"{ns} still holds “{text}”", any(text in c for c in current))
                 if si == len(self.scenario.sessions):
                     out["memories"] = mm.service.count()
                     out["namespaces"] = {"/".join(ns): n for ns, n in mm.service.backend.namespaces()}

@@ -1,6 +1,7 @@
-"""Is an incoming memory a duplicate of, a conflict with, or distinct from a stored one?
-
-Pure functions over two texts and their embedding cosine. No LLM needed; the idea:
+"""Alignment rules over two memory texts: the first, hand-written judge of duplicate / conflict /
+distinct. The write path no longer decides with them (they fit their authors' phrasing; see
+:mod:`memory.policy.judge`): their verdict, change cues, negation and names are *features* of the
+fitted judge. Pure functions over two texts and their embedding cosine; the idea:
 
 * the same words (or the same text up to punctuation/case/order) -> **duplicate**;
 * a translation or paraphrase (high cosine) that states the same values -> **duplicate**;
@@ -17,10 +18,9 @@ Values are compared through a small zh/en lexicon of canonical values, so "柱�
 from __future__ import annotations
 
 import difflib
-import logging
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -416,193 +416,5 @@ def entities(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-# Paraphrase check for pairs the rules call distinct with no value change and no change cue:
-# a paraphrase is much closer in meaning than in wording. Meaning: for English (Latin-script)
-# pairs an English paraphrase model (memory.policy.paraphrase), for Chinese pairs the store's
-# own (multilingual) cosine. Cross-language pairs are left to the rules.
-PARAPHRASE_MIN_COSINE = 0.35  # store cosine below this: unrelated, the model is not consulted
-PARAPHRASE_MIN_SIMILARITY = 0.70  # close in meaning ...
-PARAPHRASE_MARGIN = 0.30  # ... and this much closer in meaning than in wording
 # A negation on one side only flips the fact while barely moving an embedding.
 _NEGATION = re.compile(r"[不没无非别]|\b(?:not|no|never|without|none|nothing)\b|n't", re.IGNORECASE)
-
-_log = logging.getLogger(__name__)
-
-
-def surface_similarity(existing: str, incoming: str) -> float:
-    """How alike the wording is: difflib ratio of the two aligned word sequences (0..1)."""
-    return difflib.SequenceMatcher(a=_diff_seq(existing), b=_diff_seq(incoming), autojunk=False).ratio()
-
-
-def _paraphrase_script(existing: str, incoming: str, j: Judgement) -> str | None:
-    """'latin' or 'cjk' when the pair may be checked as a paraphrase, else None."""
-    if j.label != "distinct" or j.cosine < PARAPHRASE_MIN_COSINE:
-        return None
-    if not _CJK.search(existing) and not _CJK.search(incoming):
-        script = "latin"
-    elif _is_cjk(existing) and _is_cjk(incoming):
-        script = "cjk"
-    else:
-        return None
-    if bool(_NEGATION.search(existing)) != bool(_NEGATION.search(incoming)):
-        return None
-    if change_cue(existing, incoming) or _changed(_facts(existing), _facts(incoming)):
-        return None
-    return script
-
-
-_ACRONYM = re.compile(r"\b[A-Za-z]*[A-Z][A-Za-z]*[A-Z][A-Za-z]*\b")  # two capitals or more: AOV, WoW
-_WORD = re.compile(r"[A-Za-z]+")
-
-
-def expand_acronyms(text: str, other: str) -> str:
-    """``text`` with each acronym that ``other`` spells out replaced by those words ("AOV" ->
-    "average order value" when ``other`` says "Average order value"; "WoW" -> "week over week"):
-    consecutive words of ``other`` whose initials spell the acronym. An acronym ``other`` also
-    uses is left alone, so two texts naming the same acronym compare as before."""
-    words = _WORD.findall(other)
-    if not words:
-        return text
-    low = [w.lower() for w in words]
-    own = set(_ACRONYM.findall(other))
-    out = text
-    for acr in sorted(set(_ACRONYM.findall(text)) - own):
-        letters = acr.lower()
-        n = len(letters)
-        if not 2 <= n <= 6:
-            continue
-        for i in range(len(low) - n + 1):
-            if all(low[i + k][0] == letters[k] for k in range(n)):
-                out = re.sub(rf"\b{re.escape(acr)}\b", " ".join(low[i : i + n]), out)
-                break
-    return out
-
-
-def _paraphrase_judge(existing: str, incoming: str, j: Judgement,
-                      paraphrase: Callable[[str, str], float]) -> Judgement:
-    script = _paraphrase_script(existing, incoming, j)
-    if script is None:
-        return j
-    surface = surface_similarity(existing, incoming)
-    if surface > 1.0 - PARAPHRASE_MARGIN:  # worded too alike for any score to clear the margin
-        return j
-    if script == "cjk":
-        sim, name = j.cosine, "cos"
-    else:
-        try:
-            sim, name = paraphrase(existing, incoming), "minilm"
-        except Exception as exc:  # noqa: BLE001 - missing/corrupt model: the rules' answer stands
-            if not getattr(paraphrase, "_warned", False):
-                _log.warning("paraphrase model unavailable, dedupe uses the rules only: %s", exc)
-                try:
-                    paraphrase._warned = True  # type: ignore[attr-defined]
-                except AttributeError:
-                    pass
-            return j
-    if sim >= PARAPHRASE_MIN_SIMILARITY and sim - surface >= PARAPHRASE_MARGIN:
-        return Judgement("duplicate", f"paraphrase ({name} {sim:.2f}, wording {surface:.2f}; rules: {j.reason})",
-                         j.cosine, j.overlap)
-    return j
-
-
-def judge(existing: str, incoming: str, cosine: float, *,
-          paraphrase: Callable[[str, str], float] | None = None) -> Judgement:
-    """Classify ``incoming`` against one stored memory. ``cosine`` is their embedding similarity.
-
-    The alignment rules decide. With a ``paraphrase`` scorer (two texts -> cosine under an
-    English paraphrase model, e.g. :class:`memory.policy.paraphrase.ParaphraseScorer`), a
-    same-language pair the rules call distinct, with no value change, change cue or one-sided
-    negation, is a duplicate when it is much closer in meaning than in wording (meaning: the
-    scorer for English, ``cosine`` for Chinese; see ``PARAPHRASE_*``). Then a merge is vetoed when
-    both texts name things (acronyms, codes) and neither set of names contains the other:
-    "GMV excludes refunds" and "NMV 不含退款" are about different metrics however close their
-    wording or meaning.
-    """
-    if not _CJK.search(existing) and not _CJK.search(incoming):
-        # Compare spelled-out forms: "AOV = sales / orders" states the same as "Average order
-        # value is sales divided by orders", and "AOV is $50" -> "Average order value is $60"
-        # changes one value of one subject (not "another subject").
-        existing, incoming = expand_acronyms(existing, incoming), expand_acronyms(incoming, existing)
-    j = _rule_judge(existing, incoming, cosine)
-    if paraphrase is not None and j.label == "distinct":
-        j = _paraphrase_judge(existing, incoming, j, paraphrase)
-    if j.label == "distinct" or j.reason == "same words":
-        return j
-    ea, eb = entities(existing), entities(incoming)
-    if ea and eb and not (ea <= eb or eb <= ea):
-        return Judgement("distinct", f"other names: {', '.join(sorted(ea - eb))} vs {', '.join(sorted(eb - ea))}",
-                         j.cosine, j.overlap)
-    return j
-
-
-# ---------------------------------------------------------------------------- LLM judge
-LLM_JUDGE_PROMPT = """You maintain a user's long-term memory. Compare a STORED memory with an INCOMING one.
-- "duplicate": the same fact, maybe paraphrased or in another language (nothing new).
-- "conflict": the same subject and attribute with a different value (the incoming one replaces it).
-- "distinct": a different fact (another subject, metric, period, scope ...), even if worded alike.
-Reply with JSON only: {{"label": "duplicate" | "conflict" | "distinct", "reason": "<a few words>"}}
-STORED: {existing}
-INCOMING: {incoming}"""
-
-_JSON_OBJ = re.compile(r"\{.*\}", re.DOTALL)
-
-
-def parse_llm_judgement(text: str) -> tuple[Label, str] | None:
-    """``(label, reason)`` from a model reply holding one JSON object (code fences allowed), or None."""
-    import json
-
-    m = _JSON_OBJ.search(text or "")
-    if not m:
-        return None
-    try:
-        obj = json.loads(m.group())
-    except ValueError:
-        return None
-    label = obj.get("label") if isinstance(obj, dict) else None
-    if label not in ("duplicate", "conflict", "distinct"):
-        return None
-    return label, str(obj.get("reason") or "")[:200]
-
-
-def _reply_text(msg: object) -> str:
-    content = getattr(msg, "content", msg)
-    if isinstance(content, list):  # content blocks
-        return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
-
-
-class LLMJudge:
-    """Judge with a chat model (strict JSON reply), falling back to :func:`judge` on any failure.
-
-    Identical wording and clearly unrelated pairs (low cosine and no shared words) are settled
-    without a call, so a write costs a model call only for its plausible neighbours.
-
-    Example:
-        >>> from supervisor.scripted import ScriptedChatModel
-        >>> j = LLMJudge(ScriptedChatModel(replies=['{"label": "distinct", "reason": "other metric"}']))
-        >>> j("GMV excludes refunds", "GMV 不含退款", 0.8).label
-        'distinct'
-        >>> j("GMV excludes refunds", "GMV 不含退款", 0.8).reason  # script exhausted: heuristic answers
-        'cross-language paraphrase (cos 0.80) (llm judge failed: ScriptExhausted)'
-    """
-
-    def __init__(self, model: object, *, min_cosine: float = 0.3,
-                 paraphrase: Callable[[str, str], float] | None = None):
-        self.model = model
-        self.min_cosine = min_cosine
-        self.paraphrase = paraphrase
-
-    def __call__(self, existing: str, incoming: str, cosine: float) -> Judgement:
-        base = judge(existing, incoming, cosine, paraphrase=self.paraphrase)
-        if base.reason == "same words" or (cosine < self.min_cosine and base.overlap < 0.1):
-            return base
-        try:
-            reply = self.model.invoke(LLM_JUDGE_PROMPT.format(existing=existing, incoming=incoming))  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - any model failure: the heuristic still answers
-            return Judgement(base.label, f"{base.reason} (llm judge failed: {type(exc).__name__})",
-                             base.cosine, base.overlap)
-        parsed = parse_llm_judgement(_reply_text(reply))
-        if parsed is None:
-            return Judgement(base.label, f"{base.reason} (llm reply unparseable)", base.cosine, base.overlap)
-        label, why = parsed
-        return Judgement(label, f"llm: {why}" if why else "llm", base.cosine, base.overlap)

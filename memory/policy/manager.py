@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -14,7 +14,8 @@ from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
-from memory.policy.dedupe import Judgement, LLMJudge, judge
+from memory.policy.llm_judge import LLMJudge
+from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict
 from memory.policy.paraphrase import get_paraphrase_scorer
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
@@ -78,6 +79,24 @@ def _touch_meta(meta: MemoryMetadata, incoming: MemoryMetadata, now: datetime) -
     return meta.model_copy(update={"extra": extra, "tags": tags})
 
 
+def _may_merge(old: MemoryRecord, new: MemoryRecord, v: Verdict, strategy: str) -> bool:
+    """Whether a merge verdict may act on this pair, by what the records say they belong to.
+
+    * Statements one agent reported in the same handoff (same ``extra.handoff``) are distinct
+      by construction — a report path never replaces the conclusion written beside it.
+    * In ``append`` namespaces (task traces, tool effects) a record belongs to its task
+      (``extra.task``): records of different tasks coexist whatever their wording (a South
+      China GMV query never supersedes the East China one); only a restatement in the same
+      words is folded into the stored one.
+    """
+    a, b = old.metadata.extra, new.metadata.extra
+    if a.get("handoff") and a.get("handoff") == b.get("handoff"):
+        return False
+    if strategy == "append" and a.get("task") and b.get("task") and a.get("task") != b.get("task"):
+        return v.reason == "same words"
+    return True
+
+
 class MemoryManager:
     """Policy-aware memory operations. Build with :meth:`from_settings` or from parts.
 
@@ -102,10 +121,12 @@ class MemoryManager:
         self.policy = self.settings.policy
         self.chat_model = chat_model
         self._llm_router = LLMRouter(chat_model) if chat_model is not None else None
-        # English paraphrase signal for the dedupe rules (lazy: nothing loads until a pair needs it).
+        # English paraphrase signal for the judge (lazy: nothing loads until a pair needs it).
         self._paraphrase = get_paraphrase_scorer(self.policy.paraphrase_model)
-        # With a chat model, dedupe/conflict calls go to it (strict JSON), heuristics as fallback.
-        self._llm_judge = LLMJudge(chat_model, paraphrase=self._paraphrase) if chat_model is not None else None
+        # The fitted offline judge decides every pair; with a chat model, the pairs it is unsure
+        # about (P(same fact) near its threshold) are asked of the model (strict JSON).
+        self.pair_judge = PairJudge(paraphrase=self._paraphrase)
+        self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -132,10 +153,15 @@ class MemoryManager:
     def _strategy(self, mtype: str) -> str:
         return self.policy.strategies.get(mtype, self.policy.default_strategy)
 
-    def _judge(self, existing: MemoryRecord, incoming: str, cosine: float) -> Judgement:
-        if self._llm_judge is not None:
-            return self._llm_judge(existing.content, incoming, cosine)
-        return judge(existing.content, incoming, cosine, paraphrase=self._paraphrase)
+    def _judge(self, existing: MemoryRecord, incoming: str) -> Verdict:
+        v = self.pair_judge(existing.content, incoming)
+        if self._llm_judge is None or not v.unsure:
+            return v
+        reply = self._llm_judge.ask(existing.content, incoming)
+        if reply is None:  # the offline verdict stands
+            return replace(v, reason=f"{v.reason} ({self._llm_judge.last_error})")
+        return Verdict(reply.label, 1.0 if reply.label != "distinct" else 0.0, reply.label != "distinct", False,
+                       f"llm: {reply.reason}" if reply.reason else "llm", reply.merged)
 
     def remember(
         self,
@@ -170,47 +196,24 @@ class MemoryManager:
             namespaces=(ns,), vector=vec[0], text=record.content, limit=self.policy.neighbours, now=now))
         neighbours = [n for n in neighbours if n.record.namespace == ns]
         neighbours.sort(key=lambda n: -(n.vector_score or 0.0))
-        judged = [(n.record, self._judge(n.record, record.content, float(n.vector_score or 0.0)))
-                  for n in neighbours[: self.policy.neighbours]]
-        dup = next(((r, j) for r, j in judged if j.label == "duplicate"), None)
-        conflict = next(((r, j) for r, j in judged if j.label == "conflict"), None)
+        neighbours = neighbours[: self.policy.neighbours]
+        if neighbours:  # one embedding batch for every text the judge reads
+            if self.service.embedder.name == JUDGE_EMBEDDING_MODEL and not record.metadata.extra.get("context"):
+                self.pair_judge.seed(record.content, vec[0])  # the store's vector is the judge's
+            self.pair_judge.prime([record.content] + [n.record.content for n in neighbours])
+        judged = [(n.record, self._judge(n.record, record.content)) for n in neighbours]
         ev = {"actor": actor.agent, "thread_id": actor.thread_id, "run_id": actor.run_id}
-
-        if dup is not None:
-            old, j = dup
-            if self._strategy(meta.type) == "summarize" and len(record.content) > len(old.content) * 1.2:
-                # Keep the more informative wording of the same fact.
-                new = self._replace(old, record.content, _touch_meta(old.metadata, meta, now), now, ttl_days, vec)
-                self.audit.record(AuditEvent("merge", old.id, ns_key(ns), reason=f"duplicate ({j.reason}); kept richer text",
-                                             before=record_to_dict(old), after=record_to_dict(new),
-                                             details={"incoming": record.content, **({"redactions": redactions} if redactions else {})}, ts=now, **ev))
-                return WriteResult("merged", old.id, "duplicate", j.reason, new, redactions=redactions)
+        merges = [(r, v) for r, v in judged if v.merge and _may_merge(r, record, v, self._strategy(meta.type))]
+        if merges:
+            old, v = max(merges, key=lambda rv: rv[1].p_same)
+            if v.reason != "same words":
+                # The newest statement of a fact is the current one: an update wins, and a
+                # restatement loses nothing by it (the older wording stays in history).
+                return self._supersede(old, record, v, vec, now, ttl_days, redactions, actor, ev)
             new = self._replace(old, None, _touch_meta(old.metadata, meta, now), now, ttl_days)
-            action = "skip" if j.reason == "same words" else "merge"
-            self.audit.record(AuditEvent(action, old.id, ns_key(ns), reason=f"duplicate: {j.reason}",
+            self.audit.record(AuditEvent("skip", old.id, ns_key(ns), reason="duplicate: same words",
                                          details={"incoming": record.content}, ts=now, **ev))
-            return WriteResult("skipped" if action == "skip" else "merged", old.id, "duplicate", j.reason, new,
-                               redactions=redactions)
-
-        if conflict is not None:
-            old, j = conflict
-            strategy = self._strategy(meta.type)
-            if strategy in ("overwrite", "summarize"):
-                merged = self._merge_conflict(old, record) if strategy == "summarize" else record.content
-                self.audit.trash_put(old, "superseded", f"conflict: {j.reason}", now)
-                new = self._replace(old, merged, record.metadata, now, ttl_days, vec if merged == record.content else None)
-                self.audit.record(AuditEvent("update", old.id, ns_key(ns), reason=f"conflict ({strategy}): {j.reason}",
-                                             before=record_to_dict(old), after=record_to_dict(new), ts=now, **ev))
-                return WriteResult("updated", old.id, "conflict", j.reason, new, redactions=redactions)
-            # append: the new record is added; the old one leaves the current set for history.
-            self.service.backend.upsert([record], vec)
-            self.service.backend.delete([old.id])
-            self.audit.trash_put(old, "superseded", f"superseded by {record.id}: {j.reason}", now)
-            self.audit.record(AuditEvent("supersede", record.id, ns_key(ns), reason=f"conflict (append): {j.reason}",
-                                         before=record_to_dict(old), after=record_to_dict(record),
-                                         details={"superseded": [old.id]}, ts=now, **ev))
-            evicted = self._enforce_capacity(ns, now, actor)
-            return WriteResult("added", record.id, "conflict", j.reason, record, (old.id,), redactions, evicted)
+            return WriteResult("skipped", old.id, "duplicate", v.reason, new, redactions=redactions)
 
         self.service.backend.upsert([record], vec)
         self.audit.record(AuditEvent("add", record.id, ns_key(ns), reason=reason or "distinct from stored memories",
@@ -219,6 +222,41 @@ class MemoryManager:
         evicted = self._enforce_capacity(ns, now, actor)
         j_reason = judged[0][1].reason if judged else "no similar memory"
         return WriteResult("added", record.id, "distinct", j_reason, record, redactions=redactions, evicted=evicted)
+
+    def _supersede(self, old: MemoryRecord, record: MemoryRecord, v: Verdict, vec: Any, now: datetime,
+                   ttl_days: float | None, redactions: dict[str, int], actor: Actor, ev: dict[str, Any]
+                   ) -> WriteResult:
+        """The incoming statement becomes current; the stored one goes to history (restorable).
+
+        ``overwrite`` / ``summarize`` rewrite the stored memory in place (same id; ``summarize``
+        keeps the stored details an LLM says do not contradict); ``append`` adds the new record
+        and moves the old one to history."""
+        ns = old.namespace
+        strategy = self._strategy(record.metadata.type)
+        status: Status = "updated" if v.label == "conflict" else "merged"
+        if strategy in ("overwrite", "summarize"):
+            merged = v.merged or (self._merge_conflict(old, record) if strategy == "summarize" else record.content)
+            self.audit.trash_put(old, "superseded", f"{v.label}: {v.reason}", now)
+            meta = record.metadata
+            if v.label == "duplicate":  # the same fact seen again: carry its count and tags over
+                seen = _touch_meta(old.metadata, meta, now)
+                meta = meta.model_copy(update={"tags": seen.tags, "extra": {
+                    **meta.extra, "seen_count": seen.extra["seen_count"], "last_seen": seen.extra["last_seen"]}})
+            new = self._replace(old, merged, meta, now, ttl_days, vec if merged == record.content else None)
+            self.audit.record(AuditEvent("update" if v.label == "conflict" else "merge", old.id, ns_key(ns),
+                                         reason=f"{v.label} ({strategy}): {v.reason}",
+                                         before=record_to_dict(old), after=record_to_dict(new),
+                                         details={"incoming": record.content}, ts=now, **ev))
+            return WriteResult(status, old.id, v.label, v.reason, new, (old.id,), redactions)
+        # append: the new record is added; the old one leaves the current set for history.
+        self.service.backend.upsert([record], vec)
+        self.service.backend.delete([old.id])
+        self.audit.trash_put(old, "superseded", f"superseded by {record.id}: {v.reason}", now)
+        self.audit.record(AuditEvent("supersede", record.id, ns_key(ns), reason=f"{v.label} (append): {v.reason}",
+                                     before=record_to_dict(old), after=record_to_dict(record),
+                                     details={"superseded": [old.id]}, ts=now, **ev))
+        evicted = self._enforce_capacity(ns, now, actor)
+        return WriteResult("added", record.id, v.label, v.reason, record, (old.id,), redactions, evicted)
 
     def _replace(self, old: MemoryRecord, content: str | None, meta: MemoryMetadata, now: datetime,
                  ttl_days: float | None, vec: Any = None) -> MemoryRecord:

@@ -13,7 +13,10 @@ from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
 from memory.evaluation import run_dedupe_eval
 from memory.policy.audit import AuditLog
-from memory.policy.dedupe import judge
+import json
+from dataclasses import replace
+
+from memory.policy.judge import PairJudge, default_model
 from memory.policy.manager import Actor, MemoryManager
 from memory.policy.tools import make_memory_tools
 from memory.records import utcnow
@@ -53,7 +56,9 @@ def test_duplicate_conflict_distinct_flow(mm):
     # The old value survives in history only.
     hist = mm.audit.history(a.id)
     assert [e.action for e in hist] == ["add", "merge", "update"]
-    assert hist[-1].before["content"] == "以后报表里的金额都用万元为单位"
+    # The newest wording of a fact is kept; each older one is in history.
+    assert hist[1].before["content"] == "以后报表里的金额都用万元为单位"
+    assert hist[-1].before["content"] == "报表金额以后都以万元为单位"
     assert hist[0].actor == "supervisor" and hist[0].thread_id == "t1" and hist[0].run_id == "r1"
     hits = mm.recall("报表金额用什么单位", "user_profile/u1")
     assert hits[0].record.content.startswith("报表金额改成用元")
@@ -169,17 +174,47 @@ def test_tools_fill_namespaces_from_the_user_id(mm):
     assert "line charts" not in tools["memory_summarize"].invoke({"goal": "chart"}, config=u1)
 
 
-def test_dedupe_eval_floors(tmp_path, embedder):
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "dedupe_corpus"
+
+
+def test_dedupe_eval_on_the_held_out_kinds(tmp_path, embedder):
+    """The write path end to end on the kinds the judge was never fitted or tuned on."""
+    test_kinds = set(json.loads((CORPUS / "split.json").read_text())["test"])
+    held = [line for f in sorted(CORPUS.glob("author_*.jsonl")) for line in f.read_text().splitlines()
+            if line.strip() and json.loads(line)["kind"] in test_kinds]
+    pairs = tmp_path / "held.jsonl"
+    pairs.write_text("\n".join(held) + "\n")
     s = MemorySettings(path=":memory:")
     mm = MemoryManager(MemoryService.from_settings(s, embedder=embedder), AuditLog(":memory:"), s)
-    r = run_dedupe_eval(mm, PAIRS)
+    r = run_dedupe_eval(mm, pairs)
     mm.close()
-    assert r["n"] >= 150 and set(r["by_lang"]) == {"en", "zh", "mixed"}
-    # Measured: 0.79 / 0.81 / 0.03 (0.69 before the paraphrase check). Floors catch
-    # regressions, they are not the targets.
-    assert r["duplicate_merge_rate"] >= 0.75
-    assert r["conflict_resolution_rate"] >= 0.75
-    assert r["distinct_false_merge_rate"] <= 0.15
+    assert r["n"] == len(held) >= 150 and set(r["by_lang"]) == {"en", "zh", "mixed"}
+    assert set(r["by_kind"]) == test_kinds and 0.0 <= r["llm_share"] <= 1.0
+    # Measured .655 / .577 / .069 (README). Floors catch regressions; they are not the targets.
+    assert r["duplicate_merge_rate"] >= 0.55
+    assert r["conflict_resolution_rate"] >= 0.45
+    assert r["distinct_false_merge_rate"] <= 0.12
+
+
+def test_append_keeps_other_tasks_and_same_handoff_items(mm):
+    ns, meta = "statistics_memories/u1", {"type": "task_traces"}
+    east = mm.remember("Statistics conclusion for “GMV of East China in 2024”: total 1,208,330 yuan", ns,
+                       {**meta, "extra": {"task": "GMV of East China in 2024", "handoff": "h1"}})
+    south = mm.remember("Statistics conclusion for “GMV of South China in 2024”: total 985,212 yuan", ns,
+                        {**meta, "extra": {"task": "GMV of South China in 2024", "handoff": "h2"}})
+    report = mm.remember("Statistics report for “GMV of South China in 2024” saved at /tmp/r/south.md", ns,
+                         {**meta, "extra": {"task": "GMV of South China in 2024", "handoff": "h2"}})
+    assert {east.status, south.status, report.status} == {"added"} and not south.superseded
+    assert len(current(mm, ns)) == 3
+    # The same task re-run with a corrected figure: it supersedes its own conclusion only.
+    fixed = mm.remember("Statistics conclusion for “GMV of South China in 2024”: total 990,400 yuan", ns,
+                        {**meta, "extra": {"task": "GMV of South China in 2024", "handoff": "h3"}})
+    assert fixed.superseded == (south.id,)
+    assert sorted(current(mm, ns)) == sorted([east.record.content, report.record.content, fixed.record.content])
+    assert mm.audit.trash_get(south.id)[1] == "superseded"
+    assert "superseded by" in mm.audit.history(south.id)[-1].reason or any(
+        e.action == "supersede" for e in mm.audit.history(fixed.id))
+    assert mm.restore(south.id).content == south.record.content  # restorable
 
 
 USERS = ["u1", "u12", "u2"]
@@ -229,30 +264,34 @@ def test_search_never_returns_expired_deleted_or_foreign(tmp_path_factory, embed
         mm.close()
 
 
-def test_chat_model_judges_dedupe_with_heuristic_fallback(tmp_path, embedder):
+def test_chat_model_is_asked_only_about_unsure_pairs(tmp_path, embedder):
     from supervisor.scripted import ScriptedChatModel
 
     s = MemorySettings(path=str(tmp_path / "llm.sqlite"))
     model = ScriptedChatModel(replies=[
         '```json\n{"label": "duplicate", "reason": "same preference, reworded"}\n```',
-        "I think they are different?",  # unparseable: the heuristic decides
+        '{"label": "update", "merged": "Charts use a light theme with no grid lines.", "reason": "new theme"}',
+        "I think they are different?",  # unparseable: the offline verdict stands
     ])
     m = MemoryManager(MemoryService.from_settings(s, embedder=embedder), AuditLog(s.path), s, chat_model=model)
     try:
         first = m.remember("The user wants charts without gridlines.", "user_profile/u1")
         assert first.judgement == "distinct" and model.calls == []  # empty namespace: nothing to ask
-        # The heuristic keeps these apart; the model says they are one fact, so it merges.
-        assert judge("The user wants charts without gridlines.", "Please keep plots clean: no grid lines.",
-                     0.5).label == "distinct"
+        # A sure verdict is never sent: same words.
+        assert m.remember("The user wants charts without gridlines.", "user_profile/u1").status == "skipped"
+        assert model.calls == []
+        # Every pair unsure (a band wider than any log-odds): the model decides.
+        m.pair_judge = PairJudge(replace(default_model(), unsure_band=1e9), paraphrase=m._paraphrase)
         dup = m.remember("Please keep plots clean: no grid lines.", "user_profile/u1")
         assert (dup.status, dup.judgement, dup.reason) == ("merged", "duplicate", "llm: same preference, reworded")
-        assert len(current(m, "user_profile/u1")) == 1
         prompt = " ".join(str(msg.content) for msg in model.calls[0])
         assert "no grid lines" in prompt and "without gridlines" in prompt
-        # Unparseable reply: falls back to the heuristic judge, and says so.
+        upd = m.remember("Charts should use a light theme.", "user_profile/u1")
+        assert (upd.status, upd.judgement) == ("updated", "conflict")
+        assert current(m, "user_profile/u1") == ["Charts use a light theme with no grid lines."]
+        offline = m.pair_judge(current(m, "user_profile/u1")[0], "以后图表默认用折线图")
         new = m.remember("以后图表默认用折线图", "user_profile/u1")
-        assert new.status == "added" and "unparseable" in new.reason
-        assert len(current(m, "user_profile/u1")) == 2
+        assert new.judgement == offline.label and "unparseable" in new.reason
     finally:
         m.close()
 

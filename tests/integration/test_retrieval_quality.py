@@ -79,5 +79,9 @@ def test_demo_runs_end_to_end(tmp_path):
     assert checks["memories"] == sum(ns.values()) >= 10  # nothing expired: the scenario's clock ends today
     assert ns["user_profile/zhang"] == 1 and ns["domain_facts/zhang"] == 1 and ns["user_profile/alice"] == 1
     assert ns["text2sql_memories/zhang"] >= 1 and ns["text2sql_memories/alice"] >= 1
+    # Three tasks about other regions / metrics: nothing merged away (the scenario's `stored:`
+    # checks name each conclusion, SQL and report; these are their counts).
+    assert (ns["text2sql_memories/zhang"], ns["statistics_memories/zhang"], ns["analysis_memories/zhang"]) == (3, 3, 4)
+    assert sum("still holds" in c["check"] for c in checks["checks"]) == 10
     for step in ("routed:", "retrieved:", "injected:", "added:", "updated:"):
         assert step in text

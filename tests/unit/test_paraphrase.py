@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory.errors import InvalidConfig
-from memory.policy.dedupe import PARAPHRASE_MARGIN, judge, surface_similarity
+from memory.policy.judge import PairJudge
 from memory.policy.paraphrase import (
     TOKENIZER_DIR,
     ParaphraseModelUnavailable,
@@ -68,58 +68,17 @@ def test_paraphrase_scores_above_distinct_pairs(scorer):
     para = scorer(*PARAPHRASE)
     assert para > 0.75
     assert para > scorer(*OTHER_OBJECT)
-    # Raw cosine is NOT enough for a one-slot swap; meaning minus wording is.
-    hard = scorer(*HARD_DISTINCT)
-    assert para - surface_similarity(*PARAPHRASE) >= PARAPHRASE_MARGIN
-    assert hard - surface_similarity(*HARD_DISTINCT) < PARAPHRASE_MARGIN
 
 
-def test_judge_merges_english_paraphrase_only_with_the_model(scorer):
-    cos = 0.65  # USE-multilingual's cosine for this pair: the rules alone say distinct
-    assert judge(*PARAPHRASE, cos).label == "distinct"
+def test_the_judge_reads_the_model_for_english_pairs_only(scorer):
     spy = Spy(scorer)
-    j = judge(*PARAPHRASE, cos, paraphrase=spy)
-    assert j.label == "duplicate" and j.reason.startswith("paraphrase (minilm") and len(spy.calls) == 1
-    assert judge(*HARD_DISTINCT, 0.90, paraphrase=spy).label == "distinct"
-    assert judge(*OTHER_OBJECT, 0.70, paraphrase=spy).label == "distinct"
-
-
-@pytest.mark.parametrize(
-    ("existing", "incoming", "cos", "label"),
-    [
-        # value change: the rules' conflict stands, the model is not asked
-        ("The dashboard refreshes every 15 minutes.", "The dashboard refreshes every 30 minutes.", 0.82, "conflict"),
-        # change cue
-        ("Reports go out as PDF.", "From now on, send the reports as Excel files instead.", 0.6, "conflict"),
-        # Chinese and cross-language pairs: MiniLM cannot read Chinese
-        ("用户喜欢深色主题", "这个用户偏好暗色界面", 0.6, None),
-        ("用户不想在回复里看到表情符号", "The user doesn't want emojis in replies.", 0.55, None),
-        # unrelated neighbour (store cosine far below the floor)
-        ("Backups run at midnight.", "The user's favourite colour is green.", 0.1, "distinct"),
-        # negation on one side only
-        ("The export includes refunds.", "Refunds are not part of the export.", 0.6, None),
-        # already a duplicate by the rules
-        ("The user prefers dark mode.", "the user prefers dark mode", 0.99, "duplicate"),
-    ],
-)
-def test_judge_does_not_ask_the_model_outside_its_case(scorer, existing, incoming, cos, label):
-    spy = Spy(scorer)
-    j = judge(existing, incoming, cos, paraphrase=spy)
-    assert spy.calls == []
-    assert j == judge(existing, incoming, cos)
-    if label:
-        assert j.label == label
-
-
-def test_chinese_pairs_use_the_store_cosine_margin():
-    # Same fact, reordered and reworded: meaning (store cosine) well above wording.
-    a, b = "周报每周一上午发出", "每个星期一上午发送周报"
-    assert judge(a, b, 0.89).label == "distinct"
-    called = []
-    j = judge(a, b, 0.89, paraphrase=lambda x, y: called.append(1) or 0.0)
-    assert j.label == "duplicate" and j.reason.startswith("paraphrase (cos") and not called
-    # One slot swapped: wording nearly identical, no margin.
-    assert judge("华东区的退货率是5%", "华南区的退货率是5%", 0.95, paraphrase=lambda x, y: 1.0).label == "distinct"
+    j = PairJudge(paraphrase=spy)
+    f = j.features(*PARAPHRASE)
+    assert spy.calls == [PARAPHRASE] and f["cos_para"] == pytest.approx(scorer(*PARAPHRASE), abs=1e-6)
+    j.features("用户喜欢深色主题", "这个用户偏好暗色界面")
+    j.features("用户不想在回复里看到表情符号", "The user doesn't want emojis in replies.")
+    assert len(spy.calls) == 1  # MiniLM cannot read Chinese: the encoder's cosine stands in
+    assert PairJudge(paraphrase=None).features(*PARAPHRASE)["cos_para"] == f["cos"]
 
 
 def test_missing_model_file_raises_clear_error_and_judge_falls_back(tmp_path, caplog):
@@ -128,10 +87,11 @@ def test_missing_model_file_raises_clear_error_and_judge_falls_back(tmp_path, ca
         broken.load()
     with pytest.raises(ParaphraseModelUnavailable):  # fails fast the second time too
         broken.similarity("a", "b")
-    with caplog.at_level(logging.WARNING, logger="memory.policy.dedupe"):
-        j = judge(*PARAPHRASE, 0.65, paraphrase=broken)
-        judge(*PARAPHRASE, 0.65, paraphrase=broken)
-    assert j == judge(*PARAPHRASE, 0.65)
+    with caplog.at_level(logging.WARNING, logger="memory.policy.judge"):
+        j = PairJudge(paraphrase=broken)
+        v1, v2 = j(*PARAPHRASE), j(*OTHER_OBJECT)
+    assert (v1.p_same, v2.p_same) == (PairJudge(paraphrase=None)(*PARAPHRASE).p_same,
+                                      PairJudge(paraphrase=None)(*OTHER_OBJECT).p_same)
     assert sum("paraphrase model unavailable" in r.message for r in caplog.records) == 1
 
 
@@ -151,8 +111,8 @@ def test_setting_defaults_on_and_can_be_turned_off():
     assert get_paraphrase_scorer("all-MiniLM-L6-v2") is get_paraphrase_scorer("all-MiniLM-L6-v2")
 
 
-@pytest.mark.parametrize(("model", "kept"), [("all-MiniLM-L6-v2", 1), (None, 2)])
-def test_manager_merges_english_paraphrase_when_enabled(embedder, model, kept):
+@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", None])
+def test_manager_judges_with_or_without_the_paraphrase_model(embedder, model):
     from memory import MemoryService
     from memory.policy.audit import AuditLog
     from memory.policy.manager import MemoryManager
@@ -160,35 +120,9 @@ def test_manager_merges_english_paraphrase_when_enabled(embedder, model, kept):
     s = MemorySettings(path=":memory:", policy={"paraphrase_model": model})
     mm = MemoryManager(MemoryService.from_settings(s, embedder=embedder), AuditLog(":memory:"), s)
     try:
-        mm.remember(PARAPHRASE[0], "domain_facts/ops")
-        res = mm.remember(PARAPHRASE[1], "domain_facts/ops")
-        assert len(mm.service.list("domain_facts/ops")) == kept
-        assert res.judgement == ("duplicate" if kept == 1 else "distinct")
+        assert (mm.pair_judge.paraphrase is None) == (model is None)
         mm.remember(HARD_DISTINCT[0], "domain_facts/srv")
         mm.remember(HARD_DISTINCT[1], "domain_facts/srv")
         assert len(mm.service.list("domain_facts/srv")) == 2
     finally:
         mm.close()
-
-
-def test_acronyms_are_spelled_out_from_the_other_text():
-    from memory.policy.dedupe import expand_acronyms
-
-    assert expand_acronyms("CAC = spend / new customers", "Customer acquisition cost is spend over new customers") \
-        == "customer acquisition cost = spend / new customers"
-    assert expand_acronyms("Show QoQ growth", "show quarter-over-quarter growth") == "Show quarter over quarter growth"
-    # Both texts use the acronym, or the other text has no matching words: unchanged.
-    assert expand_acronyms("GMV excludes refunds", "GMV 不含退款") == "GMV excludes refunds"
-    assert expand_acronyms("NPS rose", "The survey score rose") == "NPS rose"
-
-
-def test_judge_compares_spelled_out_acronyms(scorer):
-    spelled = "Customer acquisition cost is marketing spend divided by new customers."
-    j = judge("CAC is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer)
-    assert j.label == "duplicate", j.reason
-    # Same subject, new value: a conflict, not "another subject".
-    j = judge("AOV is 50 dollars this month.", "Average order value is 60 dollars this month.", 0.7)
-    assert j.label == "conflict" and "50 -> 60" in j.reason, j.reason
-    # An acronym the other text does not spell out stays another metric.
-    other = judge("LTV is marketing spend divided by new customers.", spelled, 0.6, paraphrase=scorer)
-    assert other.label == "distinct", other.reason

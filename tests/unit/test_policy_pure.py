@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.policy.dedupe import LLMJudge, change_cue, entities, judge, parse_llm_judgement, values
+from memory.policy.dedupe import change_cue, entities, values
+from memory.policy.llm_judge import LLMJudge, LLMReply, parse_llm_judgement
 from memory.policy.pii import redact
 from memory.policy.routing import RouteContext, route
 from memory.policy.summarize import summarize
@@ -94,40 +95,6 @@ def test_values_lexicon_crosses_languages():
     assert "num" in values("保留 2 位小数")
 
 
-@pytest.mark.parametrize(
-    ("existing", "incoming", "cos", "label"),
-    [
-        ("The user prefers bar charts.", "the user prefers bar charts", 0.99, "duplicate"),
-        ("Revenue data lives in table fact_sales.", "Revenue data lives in table fact_sales_v2.", 0.92, "conflict"),
-        ("GMV 口径不含退款订单", "NMV 口径不含退款订单", 0.86, "distinct"),
-        ("The Q3 revenue target is $5M.", "The Q4 revenue target is $5M.", 0.95, "distinct"),
-        ("回答问题时请用中文", "Please answer in English from now on.", 0.54, "conflict"),
-        ("User prefers bar charts.", "用户更喜欢柱状图", 0.56, "duplicate"),
-        ("华南区今年的销售目标是3000万元", "华南区今年的销售目标下调到2500万元", 0.9, "conflict"),
-        ("The user likes hiking.", "Quarterly revenue is reported in USD.", 0.1, "distinct"),
-        # A replaced slot stating the same canonical value rewords the fact (not a new value).
-        ("报表金额保留两位小数", "报表金额保留2位小数", 0.8, "duplicate"),
-        ("报表金额保留两位小数", "报表金额保留3位小数", 0.8, "conflict"),
-        ("The hosting bill for May was 300 dollars.", "The hosting bill for May was 300 USD.", 0.9, "duplicate"),
-        ("The hosting bill for May was 300 dollars.", "The hosting bill for May was 300 euros.", 0.9, "conflict"),
-    ],
-)
-def test_judge_examples(existing, incoming, cos, label):
-    j = judge(existing, incoming, cos)
-    assert j.label == label, j.reason
-    assert j.reason
-
-
-def test_other_names_veto_a_merge_across_languages():
-    # Close in meaning and wording, but about another metric / period: names differ.
-    j = judge("DAU 按 user_id 去重统计", "MAU is counted by distinct user_id.", 0.65)
-    assert j.label == "distinct" and "dau" in j.reason and "mau" in j.reason
-    assert judge("Q1 营收目标是 2000 万元", "The Q2 revenue target is 20 million yuan.", 0.7).label == "distinct"
-    # Same names (or one side naming more): the veto does not fire.
-    assert judge("GMV 口径不含退款订单", "GMV excludes refunded orders.", 0.62).label == "duplicate"
-    assert judge("The GMV source table is dwd_trade_order.", "GMV 的数据源换成了 dws_trade_gmv", 0.6).label == "conflict"
-
-
 def test_entities_are_names_not_lexicon_values():
     assert entities("DAU 和 iOS 的 Q3 数据") == {"dau", "ios", "q3"}
     assert entities("Amounts in USD, time zone UTC") == frozenset()  # values, compared by the lexicon
@@ -150,9 +117,11 @@ class _Model:
 @pytest.mark.parametrize(
     ("reply", "parsed"),
     [
-        ('{"label": "conflict", "reason": "new unit"}', ("conflict", "new unit")),
-        ('```json\n{"label": "distinct"}\n```', ("distinct", "")),
-        ('Sure! {"label": "duplicate", "reason": "same"} hope that helps', ("duplicate", "same")),
+        ('{"label": "update", "merged": "Amounts in yuan", "reason": "new unit"}',
+         LLMReply("conflict", "new unit", "Amounts in yuan")),
+        ('{"label": "conflict", "reason": "new unit"}', LLMReply("conflict", "new unit", None)),
+        ('```json\n{"label": "distinct"}\n```', LLMReply("distinct", "", None)),
+        ('Sure! {"label": "duplicate", "reason": "same"} hope that helps', LLMReply("duplicate", "same", None)),
         ('{"label": "maybe"}', None),
         ("duplicate", None),
         ("{not json}", None),
@@ -162,22 +131,14 @@ def test_parse_llm_judgement(reply, parsed):
     assert parse_llm_judgement(reply) == parsed
 
 
-def test_llm_judge_overrides_and_falls_back():
+def test_llm_judge_asks_and_reports_failures():
     a, b = "User prefers bar charts.", "用户更喜欢柱状图"
-    assert judge(a, b, 0.56).label == "duplicate"
     m = _Model('{"label": "distinct", "reason": "test says so"}', "no json here", RuntimeError("down"))
     j = LLMJudge(m)
-    got = j(a, b, 0.56)
-    assert (got.label, got.reason) == ("distinct", "llm: test says so")
+    assert j.ask(a, b) == LLMReply("distinct", "test says so", None)
     assert a in m.prompts[0] and b in m.prompts[0]
-    bad = j(a, b, 0.56)
-    assert bad.label == "duplicate" and "unparseable" in bad.reason
-    down = j(a, b, 0.56)
-    assert down.label == "duplicate" and "RuntimeError" in down.reason
-    # Identical wording and unrelated pairs never cost a call.
-    assert j(a, "user prefers bar charts", 0.99).reason == "same words"
-    assert j("The user likes hiking.", "Quarterly revenue is reported in USD.", 0.1).label == "distinct"
-    assert len(m.prompts) == 3
+    assert j.ask(a, b) is None and j.last_error == "llm reply unparseable"
+    assert j.ask(a, b) is None and j.last_error == "llm judge failed: RuntimeError"
 
 
 def test_change_cue_is_relative_to_the_stored_text():

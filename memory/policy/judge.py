@@ -1,0 +1,345 @@
+"""The write-path judge: is an incoming memory the same fact as a stored one (a restatement or an
+update of it), or a distinct fact that must be kept beside it?
+
+Hand-set thresholds grown pair by pair fit the phrasing of whoever wrote the pairs (the rules in
+:mod:`memory.policy.dedupe` scored .81 on their authors' pairs and .41 on pairs written
+independently). So the decision here is **learned**: a small gradient-boosted tree ensemble
+(``judge_model.json``, fitted by ``python -m memory.tune_judge`` on some kinds of memory, its
+threshold chosen on other kinds, reported on kinds it never saw) over features that describe a
+pair without depending on its wording:
+
+* meaning — cosine of the two texts under the packaged multilingual encoder (USE-m3, the
+  judge's own, whatever the store embeds with), of their value-masked forms (the same slot,
+  values aside), of their subjects, and the English paraphrase model's cosine;
+* what the texts say — canonical values (:mod:`memory.policy.reading`) equal / changed /
+  new, changed inside the subject (another entity: region, period, table) or after the
+  predicate (a new value of the same slot);
+* where they differ — units aligned across the two texts (:mod:`memory.policy.align`): what is
+  left unmatched on each side, before or after the predicate, values or words;
+* change cues, corrections, one-sided negation, names (acronyms) that differ, and the old
+  alignment rules' verdict as one signal among the rest.
+
+The model gives P(same fact). A pair is merged when it clears the threshold; the incoming
+statement then becomes the current one (an update wins; a restatement loses nothing by it).
+Pairs within ``unsure_band`` of the threshold are the ones an LLM is asked about when
+``policy.chat_model`` is set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory.errors import InvalidConfig
+from memory.policy import dedupe
+from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
+from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
+from memory.text import tokenize
+
+_log = logging.getLogger(__name__)
+MODEL_FILE = Path(__file__).with_name("judge_model.json")
+JUDGE_EMBEDDING_MODEL = "local/use-multilingual-v3"
+
+PAIR_FEATURES: tuple[str, ...] = (
+    "cos", "cos_para", "cos_masked", "cos_subject", "surface", "jaccard", "cross", "both_latin",
+    "n_equal", "n_changed", "changed_subject", "changed_rest", "changed_scope", "new_values", "lost_values",
+    "cue_strong", "cue_weak", "cue_existing", "negation_flip", "names_differ", "names_shared",
+    "rule_duplicate", "rule_conflict", "length_ratio", "para_gap", "mask_gap", "changed_x_masked",
+    "cross_x_cos", "cue_x_masked", "value_only_change",
+)
+FEATURES: tuple[str, ...] = PAIR_FEATURES + ALIGN_FEATURES
+
+
+def _cap(x: float, hi: float = 3.0) -> float:
+    return min(float(x), hi)
+
+
+@lru_cache(maxsize=16384)
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+def _surface(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(a=dedupe._diff_seq(a), b=dedupe._diff_seq(b), autojunk=False).ratio()
+
+
+def _changed_positions(r: Reading, classes: set[str], other: dict[str, frozenset[str]]) -> list[float]:
+    n = max(1, len(r.text))
+    return [((v.start + v.end) / 2) / n for v in r.values if v.cls in classes and v.canon not in other.get(v.cls, ())]
+
+
+def pair_features(existing: str, incoming: str, *, cos: float, cos_masked: float, cos_subject: float,
+                  cos_para: float | None) -> dict[str, float]:
+    """The hand-described features of one pair (pure; the cosines come from :class:`PairJudge`)."""
+    ra, rb = read(existing), read(incoming)
+    cross = ra.cjk != rb.cjk
+    both_latin = not (dedupe._CJK.search(existing) or dedupe._CJK.search(incoming))
+    para = cos_para if (cos_para is not None and both_latin) else cos
+    surface = 0.0 if cross else _surface(existing, incoming)
+    ta, tb = _tokens(existing), _tokens(incoming)
+    jacc = len(ta & tb) / len(ta | tb) if ta | tb else 1.0
+    va, vb = ra.classes(), rb.classes()
+    changed, equal = changed_classes(va, vb), equal_classes(va, vb)
+    changed_subject = changed_classes(ra.classes("subject"), rb.classes("subject"))
+    changed_rest = changed_classes(ra.classes("rest"), rb.classes("rest"))
+    new_values = len(vb.keys() - va.keys())
+    lost_values = len(va.keys() - vb.keys())
+    (strong_a, weak_a), (strong_b, weak_b) = dedupe._cues(existing), dedupe._cues(incoming)
+    neg_a, neg_b = bool(dedupe._NEGATION.search(existing)), bool(dedupe._NEGATION.search(incoming))
+    ea, eb = dedupe.entities(existing), dedupe.entities(incoming)
+    rule = dedupe._rule_judge(existing, incoming, cos).label
+    la, lb = len(ra.text), len(rb.text)
+    pos = _changed_positions(rb, changed, va)
+    changed_any = 1.0 if changed else 0.0
+    cue = 1.0 if (strong_b and not strong_a) else 0.0
+    return {
+        "cos": cos, "cos_para": para, "cos_masked": cos_masked, "cos_subject": cos_subject,
+        "surface": surface, "jaccard": jacc, "cross": float(cross), "both_latin": float(both_latin),
+        "n_equal": _cap(len(equal)), "n_changed": _cap(len(changed)),
+        "changed_subject": float(bool(changed_subject)), "changed_rest": float(bool(changed_rest)),
+        "changed_scope": float(bool(changed & SCOPE_CLASSES)),
+        "new_values": _cap(new_values), "lost_values": _cap(lost_values),
+        "cue_strong": cue, "cue_weak": float(weak_b and not (weak_a or strong_a)),
+        "cue_existing": float(strong_a or weak_a), "negation_flip": float(neg_a != neg_b),
+        "names_differ": float(bool(ea and eb and not (ea <= eb or eb <= ea))),
+        "names_shared": float(bool(ea & eb)),
+        "rule_duplicate": float(rule == "duplicate"), "rule_conflict": float(rule == "conflict"),
+        "length_ratio": min(la, lb) / max(la, lb, 1), "para_gap": para - surface,
+        "mask_gap": cos_masked - cos, "changed_x_masked": changed_any * cos_masked,
+        "cross_x_cos": float(cross) * cos, "cue_x_masked": cue * cos_masked,
+        # Every change sits after the predicate and the subjects read alike: a new value of one slot.
+        "value_only_change": float(bool(changed) and not changed_subject and (not pos or min(pos) > 0.3)),
+    }
+
+
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str  # duplicate | conflict | distinct
+    p_same: float  # P(the two state the same fact), from the model
+    merge: bool
+    unsure: bool
+    reason: str
+    merged: str | None = None  # an LLM's merged statement for an update, when one was asked
+
+
+@dataclass(frozen=True)
+class TreeModel:
+    """A gradient-boosted ensemble of binary trees over named features (log-odds of "same fact").
+
+    Each tree is a list of nodes ``[feature, threshold, left, right, value]``; a node whose
+    ``feature`` is -1 is a leaf holding ``value``. ``x[feature] <= threshold`` goes left.
+    Exported from scikit-learn's ``HistGradientBoostingClassifier`` by ``memory.tune_judge``, so
+    the package needs numpy only.
+    """
+
+    features: tuple[str, ...]
+    baseline: float
+    trees: tuple[np.ndarray, ...]  # (n_nodes, 5) float arrays
+    merge_threshold: float
+    unsure_band: float
+    info: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path = MODEL_FILE) -> TreeModel:
+        p = Path(path)
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+            model = cls(tuple(obj["features"]), float(obj["baseline"]),
+                        tuple(np.asarray(t, dtype=float).reshape(-1, 5) for t in obj["trees"]),
+                        float(obj["merge_threshold"]), float(obj["unsure_band"]), dict(obj.get("info", {})))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidConfig(f"cannot read the dedupe judge model {p}: {exc}; reinstall the package "
+                                "(pip install -e .) or refit it with python -m memory.tune_judge") from exc
+        unknown = set(model.features) - set(FEATURES)
+        if unknown:
+            raise InvalidConfig(f"dedupe judge model {p} does not match this code (features {sorted(unknown)}); "
+                                "refit it with python -m memory.tune_judge")
+        return model
+
+    def to_json(self) -> dict[str, Any]:
+        return {"features": list(self.features), "baseline": round(self.baseline, 8),
+                "trees": [[[int(n[0]), round(float(n[1]), 8), int(n[2]), int(n[3]), round(float(n[4]), 8)]
+                           for n in t] for t in self.trees],
+                "merge_threshold": self.merge_threshold, "unsure_band": self.unsure_band, "info": self.info}
+
+    def vector(self, feats: dict[str, float]) -> np.ndarray:
+        return np.array([feats[f] for f in self.features], dtype=float)
+
+    def log_odds(self, x: np.ndarray) -> float:
+        z = self.baseline
+        for t in self.trees:
+            i = 0
+            while t[i, 0] >= 0:
+                i = int(t[i, 2] if x[int(t[i, 0])] <= t[i, 1] else t[i, 3])
+            z += t[i, 4]
+        return z
+
+    def p_same(self, x: np.ndarray) -> float:
+        return 1.0 / (1.0 + np.exp(-self.log_odds(x)))
+
+    def decide(self, p_same: float, feats: dict[str, float]) -> Verdict:
+        merge = p_same >= self.merge_threshold
+        # The band is in log-odds: "unsure" means within a factor e^band of the threshold's odds.
+        unsure = abs(_logit(p_same) - _logit(self.merge_threshold)) < self.unsure_band
+        label = ("conflict" if _states_new_value(feats) else "duplicate") if merge else "distinct"
+        reason = f"P(same fact) {p_same:.2f} {'>=' if merge else '<'} {self.merge_threshold:.2f}; {_describe(feats)}"
+        return Verdict(label, p_same, merge, unsure, reason)
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return float(np.log(p / (1 - p)))
+
+
+def _states_new_value(f: dict[str, float]) -> bool:
+    """For a merged pair: does the incoming text change what the stored one says (an update) rather
+    than restate it? Only names the audit label; either way the incoming statement becomes current."""
+    return bool(f["n_changed"] or f["cue_strong"] or f["negation_flip"] or (f["un_values_a"] and f["un_values_b"]))
+
+
+def _describe(f: dict[str, float]) -> str:
+    """A short human account of the pair for the audit log (what was compared, not why the model
+    weighed it so: a tree ensemble has no two-feature explanation)."""
+    bits = [f"cos {f['cos']:.2f}"]
+    if f["cos_para"] != f["cos"]:
+        bits.append(f"paraphrase {f['cos_para']:.2f}")
+    bits.append(f"unmatched {int(f['un_a'])}/{int(f['un_b'])}")
+    if f["n_changed"]:
+        bits.append(f"{int(f['n_changed'])} value(s) changed")
+    if f["cue_strong"]:
+        bits.append("change cue")
+    if f["cross"]:
+        bits.append("cross-language")
+    return ", ".join(bits)
+
+
+class PairJudge:
+    """Computes what the features need (encoder vectors cached per text and per unit) and applies
+    the fitted model. Verdicts are cached per pair. Thread-safe.
+
+    ``embed`` maps texts to L2-normalised rows (the packaged USE-m3 by default); ``paraphrase``
+    scores two English texts (MiniLM) or is None.
+
+    Example:
+        >>> j = PairJudge()
+        >>> j("The user prefers CSV exports.", "Exports should be CSV files, the user says.").merge
+        True
+        >>> j("East China GMV in 2024 was 1.2M yuan", "South China GMV in 2024 was 0.8M yuan").label
+        'distinct'
+    """
+
+    def __init__(self, model: TreeModel | None = None, *, embed: Callable[[list[str]], np.ndarray] | None = None,
+                 paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384):
+        self.model = model or default_model()
+        self._embed_fn = embed
+        self.paraphrase = paraphrase
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._verdicts: OrderedDict[tuple[str, str], Verdict] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def _put(self, text: str, v: np.ndarray) -> None:
+        self._cache[text] = np.asarray(v, dtype=np.float32)
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _embed(self, texts: Sequence[str]) -> list[np.ndarray]:
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if missing:
+            rows = (self._embed_fn or _default_embed)(missing)
+            with self._lock:
+                for t, v in zip(missing, rows, strict=True):
+                    self._put(t, v)
+        with self._lock:
+            out = []
+            for t in texts:
+                v = self._cache.get(t)
+                if v is None:  # evicted between the two locks: embed it alone
+                    v = np.asarray((self._embed_fn or _default_embed)([t])[0], dtype=np.float32)
+                else:
+                    self._cache.move_to_end(t)
+                out.append(v)
+            return out
+
+    def seed(self, text: str, vector: np.ndarray) -> None:
+        """Hand over a vector the store already computed with the judge's own model."""
+        with self._lock:
+            self._put(text, vector)
+
+    @staticmethod
+    def _views(text: str) -> list[str]:
+        r = read(text)
+        return [text, r.masked, r.subject or text] + [unit_text(u) for u in units(text)]
+
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed everything the features of these texts need in one batch per 512 strings."""
+        views = [v for t in dict.fromkeys(texts) for v in self._views(t)]
+        for i in range(0, len(views), 512):
+            self._embed(views[i: i + 512])
+
+    def features(self, existing: str, incoming: str) -> dict[str, float]:
+        ra, rb = read(existing), read(incoming)
+        va, vb, ma, mb, sa, sb = self._embed([existing, incoming, ra.masked, rb.masked,
+                                              ra.subject or existing, rb.subject or incoming])
+        para = None
+        if self.paraphrase is not None and not (dedupe._CJK.search(existing) or dedupe._CJK.search(incoming)):
+            try:
+                para = float(self.paraphrase(existing, incoming))
+            except Exception as exc:  # noqa: BLE001 - a missing paraphrase model: the encoder's cosine stands in
+                if not self._warned:
+                    self._warned = True
+                    _log.warning("paraphrase model unavailable, the judge uses the encoder's cosine: %s", exc)
+                para = None
+        feats = pair_features(existing, incoming, cos=float(va @ vb), cos_masked=float(ma @ mb),
+                              cos_subject=float(sa @ sb), cos_para=para)
+        feats.update(align_features(existing, incoming, self._embed))
+        return feats
+
+    def __call__(self, existing: str, incoming: str) -> Verdict:
+        key = (existing, incoming)
+        with self._lock:
+            hit = self._verdicts.get(key)
+        if hit is not None:
+            return hit
+        if dedupe._norm(existing) == dedupe._norm(incoming):
+            v = Verdict("duplicate", 1.0, True, False, "same words")
+        else:
+            feats = self.features(existing, incoming)
+            v = self.model.decide(float(self.model.p_same(self.model.vector(feats))), feats)
+        with self._lock:
+            self._verdicts[key] = v
+            if len(self._verdicts) > self._cache_size:
+                self._verdicts.popitem(last=False)
+        return v
+
+
+def _default_embed(texts: list[str]) -> np.ndarray:
+    from memory.embeddings import get_embedder
+
+    return get_embedder(JUDGE_EMBEDDING_MODEL).embed_documents(texts)
+
+
+_DEFAULT: TreeModel | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_model() -> TreeModel:
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = TreeModel.load()
+        return _DEFAULT

@@ -1,0 +1,112 @@
+"""The fitted write-path judge: alignment units, the shipped tree model, and its verdicts on
+clear cases (real packaged encoder, real model file)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from memory.errors import InvalidConfig
+from memory.policy.align import align_features, units
+from memory.policy.judge import FEATURES, MODEL_FILE, PairJudge, TreeModel, default_model
+
+
+@pytest.fixture(scope="module")
+def judge() -> PairJudge:
+    return PairJudge()
+
+
+def test_units_are_values_and_content_words():
+    keys = [u.key for u in units("The user prefers CSV exports, rounded to 2 decimals.")]
+    assert "<format:csv>" in keys and "user" in keys and "prefer" in keys
+    assert "the" not in keys and "to" not in keys
+    zh = [u.key for u in units("本周数据平台的值班人员是王磊")]
+    assert "王磊" in zh and "数据" in zh and "的" not in zh  # jieba keeps the name whole
+
+
+def test_alignment_finds_what_differs_across_languages(judge):
+    # One name swapped after the predicate: one unmatched unit a side, in the value part.
+    f = align_features("Tableau admin: Kevin (BI team)", "Tableau admin: Sunita (BI team)", judge._embed)
+    assert (f["un_a"], f["un_b"], f["subst"], f["un_pred_both"]) == (1, 1, 1, 1)
+    # The same fact in two languages: words meet through the encoder, nothing is left over.
+    f = align_features("Exports must be CSV", "导出必须是 CSV", judge._embed)
+    assert f["equal_values"] == 1 and f["un_b"] <= 1
+    # Identical wording: everything matches.
+    f = align_features("GMV excludes refunds", "GMV excludes refunds", judge._embed)
+    assert f["al_f"] == pytest.approx(1.0) and f["un_a"] == f["un_b"] == 0
+
+
+@pytest.mark.parametrize(
+    ("existing", "incoming", "merge"),
+    [
+        ("The user prefers bar charts.", "the user prefers bar charts", True),
+        ("Reports go out as PDF.", "From now on, send the reports as Excel files instead.", True),
+        ("报表金额用万元为单位", "以后报表金额改成用元为单位", True),
+        ("The Q3 revenue target is $5M.", "The Q4 revenue target is $5M.", False),
+        ("East China GMV in 2024 was 1.2M yuan", "South China GMV in 2024 was 0.8M yuan", False),
+        ("The user likes hiking.", "Quarterly revenue is reported in USD.", False),
+    ],
+)
+def test_clear_cases(judge, existing, incoming, merge):
+    v = judge(existing, incoming)
+    assert v.merge is merge, v.reason
+    assert v.reason and 0.0 <= v.p_same <= 1.0
+    assert (v.label == "distinct") is (not merge)
+
+
+def test_an_update_is_labelled_conflict_and_a_restatement_duplicate(judge):
+    assert judge("报表金额用万元为单位", "以后报表金额改成用元为单位").label == "conflict"
+    assert judge("The user prefers bar charts.", "the user prefers bar charts").label == "duplicate"
+
+
+def test_verdicts_are_cached_per_pair(judge):
+    a, b = "Standup is at 9:15 every weekday.", "Daily standup moved to 9:30."
+    assert judge(a, b) is judge(a, b)
+
+
+def test_shipped_model_loads_and_round_trips(tmp_path):
+    m = default_model()
+    assert set(m.features) <= set(FEATURES) and len(m.trees) > 10
+    assert 0.0 < m.merge_threshold < 1.0 and m.unsure_band > 0
+    assert m.info["split"]["test"], "the model names the kinds it was never fitted or chosen on"
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(m.to_json()))
+    again = TreeModel.load(p)
+    x = np.random.default_rng(0).normal(size=len(m.features))
+    assert again.p_same(x) == pytest.approx(m.p_same(x), abs=1e-6)
+
+
+def test_a_broken_model_file_is_a_clear_config_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidConfig, match="refit it with python -m memory.tune_judge"):
+        TreeModel.load(bad)
+    obj = json.loads(MODEL_FILE.read_text())
+    obj["features"][0] = "no_such_feature"
+    bad.write_text(json.dumps(obj))
+    with pytest.raises(InvalidConfig, match="does not match this code"):
+        TreeModel.load(bad)
+
+
+def test_unsure_band_is_in_log_odds_around_the_threshold():
+    m = replace(default_model(), merge_threshold=0.8, unsure_band=1.0)
+    f = dict.fromkeys(FEATURES, 0.0)
+    assert m.decide(0.8, f).unsure and m.decide(0.9, f).unsure  # logit .9 - logit .8 = 0.81
+    assert not m.decide(0.97, f).unsure and not m.decide(0.5, f).unsure
+    assert m.decide(0.8, f).merge and not m.decide(0.79, f).merge
+
+
+def test_exported_trees_reproduce_scikit_learn():
+    sklearn = pytest.importorskip("sklearn")  # a test extra: the package itself needs numpy only
+    del sklearn
+    from memory.tune_judge import export, fit, scores
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, len(FEATURES)))
+    y = (x[:, 0] + 0.5 * x[:, 3] * x[:, 7] > 0).astype(int)
+    clf = fit(x, y, None, 3, 40)
+    model = export(clf, 0.5, {})
+    assert np.allclose(scores(model, x[:60]), scores(clf, x[:60]), atol=1e-6)
