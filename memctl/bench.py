@@ -13,7 +13,7 @@ Systems (each searched with query embedding included in the timing):
 * ``langgraph-inmemory`` — LangGraph's ``InMemoryStore(index=...)`` with the same embedder.
 * ``langgraph-sqlite-vec`` — LangGraph's ``SqliteStore`` with its sqlite-vec index (through
   ``pysqlite3``, since this Python's ``sqlite3`` cannot load extensions).
-* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``supervisor.bench``),
+* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``memctl.bench_handoff``),
   with inline writes and with write-behind (queued writes, given 50 ms of simulated model time
   per node). ``handoff_overhead_p95_ms`` reports the mode ``policy.write_behind`` selects by
   default, named in ``handoff_overhead_mode``; both are always reported.
@@ -283,7 +283,7 @@ def run_bench(
                     results.append(r)
             if "handoff" in systems:
                 try:
-                    from supervisor.bench import handoff_overhead  # type: ignore[import-not-found]
+                    from memctl.bench_handoff import handoff_overhead
                 except ImportError:
                     pass
                 else:
@@ -303,7 +303,7 @@ def run_bench(
         "handoff_overhead_mode": "write-behind" if default_wb else "inline",
         "handoff_overhead_inline_p95_ms": inline_p95,
         "handoff_overhead": handoff,
-        # policy.write_behind=true: post-node writes queued (see supervisor.bench for the method)
+        # policy.write_behind=true: post-node writes queued (see memctl.bench_handoff for the method)
         "handoff_overhead_write_behind_p95_ms": wb_p95,
         "handoff_overhead_write_behind": handoff_wb,
         "handoff_write_behind_agent_ms": HANDOFF_AGENT_MS,

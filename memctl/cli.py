@@ -354,7 +354,7 @@ def demo(
     scenario: Annotated[str | None, typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
 ) -> None:
     """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
-    from memory.demo import run_demo
+    from memctl.demo import run_demo
 
     try:
         checks = run_demo(path, out, model=model, scenario=scenario)
@@ -384,7 +384,7 @@ def bench(
     """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
     import platformdirs
 
-    from memory.bench import plot, run_bench
+    from memctl.bench import plot, run_bench
 
     known = {"sqlite", "qdrant", "numpy", "inmemory", "langgraph-sqlite", "handoff"}
     try:
@@ -437,7 +437,7 @@ def eval_retrieval(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
     """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
-    from memory.evaluation import run_retrieval_eval
+    from memctl.evaluation import run_retrieval_eval
 
     convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
     # The evaluation never touches the user's store: it ingests into an in-memory one.
@@ -471,7 +471,7 @@ def eval_dedupe(
     show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
 ) -> None:
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
-    from memory.evaluation import run_dedupe_eval
+    from memctl.evaluation import run_dedupe_eval
     from memory.policy.manager import MemoryManager
 
     settings = MemorySettings.load(state.config, path=":memory:")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
-from memory.evaluation import run_dedupe_eval
+from memctl.evaluation import run_dedupe_eval
 from memory.policy.audit import AuditLog
 from memory.policy.dedupe import judge
 from memory.policy.manager import Actor, MemoryManager
