@@ -27,9 +27,9 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from memctl.evaluation import _ns, _turn_extra, load_dataset  # noqa: E402
 from memory import MemoryService, MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
-from memctl.evaluation import _ns, _turn_extra, load_dataset  # noqa: E402
 from memory.namespace import parse_namespaces  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
 from memory.records import MemoryQuery  # noqa: E402
