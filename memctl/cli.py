@@ -2,6 +2,9 @@
 
 Settings come from ``MEMORY_*`` variables and ``--config`` (see :mod:`memory.settings`).
 Errors print one line saying what to do, and exit 2 for bad input, 1 for store failures.
+
+Imports of the memory layer happen inside the commands: ``memctl --help`` then loads only
+Typer and rich, and a command loads only what it uses (``list`` never loads the embedding model).
 """
 
 from __future__ import annotations
@@ -12,18 +15,21 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from memory.errors import InvalidInput, MemoryLayerError, NotFound
-from memory.policy.manager import Actor
-from memory.records import SearchHit, record_to_dict
-from memory.service import MemoryService
-from memory.settings import MemorySettings
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from memory.policy.manager import MemoryManager
+    from memory.records import SearchHit
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
 
 app = typer.Typer(help="Long-term memory store: add, search, inspect, evaluate.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -52,6 +58,8 @@ def _main(
 
 
 def _settings(**overrides: Any) -> MemorySettings:
+    from memory.settings import MemorySettings
+
     if state.path is not None:
         overrides.setdefault("path", state.path)
     return MemorySettings.load(state.config, **overrides)
@@ -59,6 +67,8 @@ def _settings(**overrides: Any) -> MemorySettings:
 
 @contextmanager
 def _service(**overrides: Any) -> Iterator[MemoryService]:
+    from memory.service import MemoryService
+
     svc = MemoryService.from_settings(_settings(**overrides))
     try:
         yield svc
@@ -67,7 +77,7 @@ def _service(**overrides: Any) -> Iterator[MemoryService]:
 
 
 @contextmanager
-def _manager(**overrides: Any) -> Iterator[Any]:
+def _manager(**overrides: Any) -> Iterator[MemoryManager]:
     from memory.policy.manager import MemoryManager
 
     mm = MemoryManager.from_settings(_settings(**overrides))
@@ -129,6 +139,9 @@ def add(
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored record as JSON")] = False,
 ) -> None:
     """Store one memory (deduplicated and merged by the write policy unless --raw)."""
+    from memory.policy.manager import Actor
+    from memory.records import record_to_dict
+
     if text == "-":
         data = sys.stdin.buffer.read()
         try:
@@ -180,6 +193,8 @@ def get(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one memory."""
+    from memory.records import record_to_dict
+
     with _service() as svc:
         rec = svc.get(id)
     d = record_to_dict(rec)
@@ -199,6 +214,8 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The current memories of a namespace, newest first."""
+    from memory.records import record_to_dict
+
     with _service() as svc:
         recs = svc.list(ns, limit=limit, offset=offset)
     if as_json:
@@ -227,6 +244,8 @@ def delete(
         raise InvalidInput("give either memory ids or --ns NS (not both, not neither)")
     if ns and not yes:
         raise InvalidInput(f"deleting every memory under {ns!r} needs --yes")
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         actor = Actor(agent="memctl")
         n = mm.delete(ids, hard=hard, actor=actor) if ids else mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
@@ -242,6 +261,8 @@ def delete(
 @_errors
 def restore(id: Annotated[str, typer.Argument(help="Id of a soft-deleted, superseded or evicted memory")]) -> None:
     """Bring back a memory from the trash."""
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         rec = mm.restore(id, actor=Actor(agent="memctl"))
     out.print(f"restored {rec.id} in {'/'.join(rec.namespace)}", highlight=False)
@@ -257,6 +278,8 @@ def forget_user(
     """Remove everything of one user across namespaces, trash and audit; prove it with counts."""
     if not yes:
         raise InvalidInput(f"forgetting user {user!r} deletes all of their memories for good; add --yes")
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         rep = mm.forget_user(user, actor=Actor(agent="memctl"))
     d = {"user": rep.user_id, "namespaces": list(rep.namespaces), "deleted": rep.deleted, "residue": rep.residue,
@@ -366,6 +389,9 @@ def demo(
 
 
 def _progress() -> Progress:
+    # rich.progress is imported here: only the long-running commands draw a progress bar.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=err, transient=True)
 
@@ -438,6 +464,8 @@ def eval_retrieval(
 ) -> None:
     """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
     from memctl.evaluation import run_retrieval_eval
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
 
     convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
     # The evaluation never touches the user's store: it ingests into an in-memory one.
@@ -473,6 +501,7 @@ def eval_dedupe(
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
     from memctl.evaluation import run_dedupe_eval
     from memory.policy.manager import MemoryManager
+    from memory.settings import MemorySettings
 
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryManager.from_settings(settings) as mm, _progress() as bar:
