@@ -16,9 +16,12 @@ from memory.errors import InvalidInput
 
 @_errors
 def demo(
-    path: Annotated[str | None, typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
-    scenario: Annotated[str | None, typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
+    path: Annotated[str | None,
+                    typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
+    scenario: Annotated[str | None,
+                        typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
 ) -> None:
     """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
     from memctl.demo import run_demo

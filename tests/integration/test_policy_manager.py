@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memctl.evaluation import run_dedupe_eval
 from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
-from memctl.evaluation import run_dedupe_eval
 from memory.policy.audit import AuditLog
 from memory.policy.dedupe import judge
 from memory.policy.manager import Actor, MemoryManager

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memory import MemoryService, MemorySettings
 from memctl.evaluation import run_retrieval_eval
+from memory import MemoryService, MemorySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 ZH_EN = ROOT / "tests" / "data" / "zh_en"
