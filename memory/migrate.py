@@ -18,14 +18,16 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from memory.backend import MemoryBackend
 from memory.errors import InvalidInput, MemoryBackendError, MemoryLayerError, NotFound
-from memory.records import MemoryRecord
-from memory.settings import MemorySettings
+
+if TYPE_CHECKING:  # imported where used: memctl registers this command even for `memctl --help`
+    from memory.backend import MemoryBackend
+    from memory.records import MemoryRecord
+    from memory.settings import MemorySettings
 
 Progress = Callable[[int, int], None]
 
@@ -169,7 +171,10 @@ def migrate(src_spec: str, dst_spec: str, *, batch: int = 500, progress: Progres
             not src_s.is_url and Path(src_s.target).expanduser().resolve()
             == Path(dst_s.target).expanduser().resolve())):
         raise InvalidInput("source and destination are the same store")
-    settings = settings or MemorySettings.load()
+    if settings is None:
+        from memory.settings import MemorySettings
+
+        settings = MemorySettings.load()
     if src_s.kind == "sqlite":
         model, dim = _sqlite_identity(src_s.target)
         if embedding_model is not None and embedding_model != model:
@@ -234,7 +239,12 @@ def migrate_command(
 
     err = Console(stderr=True)
     try:
-        settings = _load_settings()
+        if _load_settings is not None:
+            settings = _load_settings()
+        else:
+            from memory.settings import MemorySettings
+
+            settings = MemorySettings.load()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as bar:
             task = bar.add_task("migrating", total=None)
@@ -264,7 +274,7 @@ def migrate_command(
         raise typer.Exit(1)
 
 
-_load_settings: Callable[[], MemorySettings] = MemorySettings.load
+_load_settings: Callable[[], MemorySettings] | None = None
 
 
 def register(app: typer.Typer, load_settings: Callable[[], MemorySettings] | None = None) -> None:

@@ -16,125 +16,38 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.backends.keyword_index import KeywordIndex
-from memory.backends.vector_index import VectorIndex
-from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError, SchemaMismatch
-from memory.filters import matches, validate_filter
-from memory.namespace import Namespace, ancestors, ns_key
-from memory.records import (
-    INDEX_TEXT_VERSION,
-    MemoryMetadata,
-    MemoryQuery,
-    MemoryRecord,
-    ScoredMemory,
-    as_utc,
-    index_text,
-    utcnow,
+from memory.backends.sqlite_filters import FilterSqlMixin
+from memory.backends.sqlite_schema import (
+    COLS,
+    MIGRATIONS,
+    apply_migrations,
+    epoch,
+    ns_clause,
+    ns_term,
+    ns_terms,
+    row_to_record,
 )
+from memory.backends.sqlite_sync import SqliteFileMixin
+from memory.backends.vector_index import VectorIndex
+from memory.errors import BackendUnavailable, InvalidInput
+from memory.filters import matches, validate_filter
+from memory.namespace import Namespace, ns_key
+from memory.records import MemoryQuery, MemoryRecord, ScoredMemory, index_text, utcnow
 from memory.text import fts_document, tokenize
 
-T = TypeVar("T")
 
-MIGRATIONS: list[str] = [
-    # 1: records, vectors, change log, keyword index
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    INSERT INTO meta (key, value) VALUES ('seq', '0');
-    CREATE TABLE memories (
-        rid INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: the change log refers to it
-        id TEXT NOT NULL UNIQUE,
-        ns TEXT NOT NULL,
-        content TEXT NOT NULL,
-        metadata TEXT NOT NULL,
-        type TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        expires_at REAL,
-        vector BLOB NOT NULL,
-        seq INTEGER NOT NULL
-    );
-    CREATE INDEX memories_ns ON memories (ns);
-    CREATE INDEX memories_seq ON memories (seq);
-    CREATE INDEX memories_updated ON memories (updated_at);
-    CREATE TABLE deletions (seq INTEGER NOT NULL, rid INTEGER NOT NULL);
-    CREATE INDEX deletions_seq ON deletions (seq);
-    CREATE VIRTUAL TABLE memories_fts USING fts5 (nsk, terms, tokenize = 'unicode61');
-    """,
-    # 2: per-column document frequencies, used to prune very common query terms at scale
-    #    (no longer read: the in-memory KeywordIndex counts them; kept, migrations are append-only)
-    """
-    CREATE VIRTUAL TABLE memories_vocab USING fts5vocab (memories_fts, 'col');
-    """,
-    # 3: column conditions of filters select their rows before any record is read (_prefilter)
-    """
-    CREATE INDEX memories_created ON memories (created_at);
-    CREATE INDEX memories_type ON memories (type);
-    """,
-]
-
-
-def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[str]) -> None:
-    """Apply numbered, append-only migrations once each, safely across processes.
-
-    ``table`` records the applied versions; each migration runs in its own IMMEDIATE
-    transaction and is re-checked under the lock, since another process may have applied it
-    between our read and our lock. Statements are split on ';' (no ';' inside SQL comments).
-    """
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)")
-    done = {r[0] for r in conn.execute(f"SELECT version FROM {table}")}
-    for version, sql in enumerate(migrations, start=1):
-        if version in done:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if not conn.execute(f"SELECT 1 FROM {table} WHERE version = ?", (version,)).fetchone():
-                for stmt in sql.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
-                conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-
-def _ns_term(ns: Namespace) -> str:
-    return "n" + hashlib.blake2b(ns_key(ns).encode(), digest_size=10).hexdigest()
-
-
-def _ns_terms(ns: Namespace) -> str:
-    return " ".join(_ns_term(a) for a in ancestors(ns))
-
-
-def _ns_clause(prefix: Namespace | None) -> tuple[str, list[Any]]:
-    if prefix is None:
-        return "1", []
-    key = ns_key(prefix)
-    # '/' is 0x2F and '0' is 0x30: the range holds exactly the keys starting with key + '/'.
-    return "(ns = ? OR (ns >= ? AND ns < ?))", [key, key + "/", key + "0"]
-
-
-def _ts(dt: Any) -> float | None:
-    return None if dt is None else as_utc(dt).timestamp()
-
-
-_TIME_COLS = ("created_at", "updated_at", "expires_at")
-
-
-class SqliteBackend(AsyncMixin):
+class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
     """InMemory+SQLite backend.
 
     Example:
@@ -184,161 +97,6 @@ class SqliteBackend(AsyncMixin):
             self._conn.close()
             raise
 
-    # ------------------------------------------------------------------ plumbing
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            msg = str(exc)
-            if "locked" in msg or "busy" in msg or "unable to open" in msg or "disk I/O" in msg:
-                raise BackendUnavailable(f"SQLite store {self.path!r} is unavailable: {msg}") from exc
-            raise MemoryBackendError(f"SQLite error on {self.path!r}: {msg}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise MemoryBackendError(f"SQLite error on {self.path!r}: {exc}") from exc
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise MemoryBackendError("this backend is closed; open a new one")
-
-    def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
-        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
-        with self._lock, self._translate():
-            self._check_open()
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._sync()  # catch up with other writers before applying ours
-                self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq'")
-                seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
-                result = fn(self._conn, seq)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                # Our indexes may hold changes that were rolled back: rebuild them from the file.
-                self._reset_indexes()
-                self._sync()
-                raise
-            self._applied_seq = seq
-            return result
-
-    def _migrate(self) -> None:
-        with self._translate():
-            apply_migrations(self._conn, "schema_migrations", MIGRATIONS)
-
-    def _check_model(self) -> None:
-        with self._translate():
-            rows = dict(self._conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
-            ).fetchall())
-            if not rows:
-                self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('embedding_model', ?), ('embedding_dim', ?)",
-                    (self.embedding_model, str(self.dim)),
-                )
-                self._conn.execute("COMMIT")
-                rows = dict(self._conn.execute(
-                    "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
-                ).fetchall())
-        if rows.get("embedding_model") != self.embedding_model or int(rows.get("embedding_dim", -1)) != self.dim:
-            raise SchemaMismatch(
-                f"the store {self.path!r} was built with embedding model {rows.get('embedding_model')!r} "
-                f"(dim {rows.get('embedding_dim')}), but it was opened with {self.embedding_model!r} "
-                f"(dim {self.dim}). Open it with the same model (MEMORY_EMBEDDING__MODEL), or use "
-                "another MEMORY_PATH for the new model."
-            )
-
-    def _index_version(self, conn: sqlite3.Connection) -> int | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()
-        return None if row is None else int(row[0])
-
-    def _reindex_if_stale(self) -> None:
-        """Re-tokenize every row once when the file was indexed under another INDEX_TEXT_VERSION.
-
-        Rows are re-stamped with the new sequence number, so other processes reload their terms.
-        """
-        with self._translate():
-            if self._index_version(self._conn) == INDEX_TEXT_VERSION:
-                return
-
-        def do(conn: sqlite3.Connection, seq: int) -> None:
-            if self._index_version(conn) == INDEX_TEXT_VERSION:  # another process just did it
-                return
-            rows = conn.execute(f"SELECT {self._COLS} FROM memories").fetchall()
-            conn.executemany("UPDATE memories_fts SET terms = ? WHERE rowid = ?",
-                             [(fts_document(index_text(self._row_to_record(row))), row[0]) for row in rows])
-            conn.execute("UPDATE memories SET seq = ?", (seq,))
-            conn.execute("INSERT INTO meta (key, value) VALUES ('index_text_version', ?)"
-                         " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(INDEX_TEXT_VERSION),))
-
-        self._write(do)
-        self._reset_indexes()  # the write above synced the old terms into our indexes
-
-    def _sync(self) -> None:
-        """Bring the in-memory vector index up to the file's sequence number."""
-        db_seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
-        if db_seq == self._applied_seq:
-            return
-        if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
-            self._reset_indexes()
-        elif self._applied_seq:
-            floor = self._conn.execute("SELECT value FROM meta WHERE key = 'deletions_floor'").fetchone()
-            if floor is not None and self._applied_seq < int(floor[0]):
-                # Deletions we have not applied were pruned from the log: rebuild from the rows.
-                self._reset_indexes()
-        for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
-            self._index.remove(rid)
-            self._kw.remove(rid)
-            self._records.pop(rid, None)
-        for rid, ns, blob, terms in self._conn.execute(
-            "SELECT m.rid, m.ns, m.vector, f.terms FROM memories AS m"
-            " LEFT JOIN memories_fts AS f ON f.rowid = m.rid WHERE m.seq > ?", (self._applied_seq,)
-        ):
-            namespace = tuple(ns.split("/"))
-            self._records.pop(rid, None)
-            self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
-            self._index_terms(rid, namespace, (terms or "").split())
-        self._applied_seq = db_seq
-
-    # The deletion log tells other processes which rows to drop from their indexes. It is cut
-    # back to its newest DELETION_LOG_KEEP entries once it holds twice that many; a process that
-    # was behind the cut (meta 'deletions_floor') rebuilds its indexes from the rows instead.
-    DELETION_LOG_KEEP = 50_000
-
-    def _prune_deletions(self, conn: sqlite3.Connection) -> None:
-        (n,) = conn.execute("SELECT COUNT(*) FROM deletions").fetchone()
-        if n <= 2 * self.DELETION_LOG_KEEP:
-            return
-        (cut,) = conn.execute("SELECT seq FROM deletions ORDER BY seq DESC LIMIT 1 OFFSET ?",
-                              (self.DELETION_LOG_KEEP,)).fetchone()
-        conn.execute("DELETE FROM deletions WHERE seq <= ?", (cut,))
-        conn.execute("INSERT INTO meta (key, value) VALUES ('deletions_floor', ?) ON CONFLICT (key)"
-                     " DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (cut,))
-
-    def _reset_indexes(self) -> None:
-        self._index = VectorIndex(self.dim)
-        self._kw = KeywordIndex()
-        self._records.clear()
-        self._applied_seq = 0
-
-    def _index_terms(self, rid: int, ns: Namespace, terms: list[str]) -> None:
-        # FTS5's document length counts the namespace column's tokens too (one per ancestor).
-        self._kw.add(rid, ns, terms, doc_len=len(terms) + len(ns))
-
-    @staticmethod
-    def _row_to_record(row: Sequence[Any]) -> MemoryRecord:
-        rid_, id_, ns, content, meta, created, updated, expires = row
-        return MemoryRecord.model_construct(
-            id=id_,
-            namespace=tuple(ns.split("/")),
-            content=content,
-            metadata=MemoryMetadata.model_validate_json(meta),
-            created_at=as_utc(created),
-            updated_at=as_utc(updated),
-            expires_at=None if expires is None else as_utc(expires),
-        )
-
-    _COLS = "rid, id, ns, content, metadata, created_at, updated_at, expires_at"
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
@@ -360,7 +118,7 @@ class SqliteBackend(AsyncMixin):
                        RETURNING rid""",
                     (
                         r.id, ns_key(r.namespace), r.content, r.metadata.model_dump_json(),
-                        r.metadata.type, _ts(r.created_at), _ts(r.updated_at), _ts(r.expires_at),
+                        r.metadata.type, epoch(r.created_at), epoch(r.updated_at), epoch(r.expires_at),
                         v.astype("<f4").tobytes(), seq,
                     ),
                 ).fetchone()[0]
@@ -368,7 +126,7 @@ class SqliteBackend(AsyncMixin):
                 conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
-                    (rid, _ns_terms(r.namespace), terms),
+                    (rid, ns_terms(r.namespace), terms),
                 )
                 self._index.add(rid, r.namespace, v)
                 self._index_terms(rid, r.namespace, terms.split())
@@ -387,11 +145,11 @@ class SqliteBackend(AsyncMixin):
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 for row in self._conn.execute(
-                    f"SELECT {self._COLS} FROM memories WHERE id IN ({','.join('?' * len(chunk))})"
+                    f"SELECT {COLS} FROM memories WHERE id IN ({','.join('?' * len(chunk))})"
                     " AND (expires_at IS NULL OR expires_at > ?)",
                     (*chunk, now),
                 ):
-                    rec = self._row_to_record(row)
+                    rec = row_to_record(row)
                     found[rec.id] = rec
         return [found[i] for i in ids if i in found]
 
@@ -442,9 +200,9 @@ class SqliteBackend(AsyncMixin):
         for i in range(0, len(missing), 500):
             chunk = missing[i : i + 500]
             for row in self._conn.execute(
-                f"SELECT {self._COLS} FROM memories WHERE rid IN ({','.join('?' * len(chunk))})", chunk
+                f"SELECT {COLS} FROM memories WHERE rid IN ({','.join('?' * len(chunk))})", chunk
             ):
-                rec = self._row_to_record(row)
+                rec = row_to_record(row)
                 cache[row[0]] = rec
                 if rec.expires_at is None or rec.expires_at.timestamp() > now:
                     out[row[0]] = rec
@@ -559,89 +317,6 @@ class SqliteBackend(AsyncMixin):
                 ))
             return out
 
-    # A filter is applied to records after they are read, widening the read until enough pass;
-    # a filter few rows pass would read the whole namespace (seconds at 100k). Conditions are
-    # therefore first turned into the set of rows that can pass, and the search is confined to
-    # it when it is small: real columns (type; time ranges) through their indexes, equality on
-    # source / agent / tags / extra.<name> through json_extract over the namespace's rows (no
-    # index, but SQL reads a row in microseconds where building a record takes tens). The set
-    # is a superset (time bounds get a millisecond of slack): `matches` still decides, so
-    # results are unchanged.
-    PREFILTER_MAX_ROWS = 20_000
-    DEFER_JSON_FETCH = 500  # candidates read before a JSON-only filter is selected in SQL
-    _EXTRA_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
-
-    @classmethod
-    def _json_condition(cls, key: str, op: str, val: Any) -> tuple[str, list[Any]] | None:
-        """SQL that every row passing ``key op val`` satisfies, for equality-like conditions."""
-        vals = [val] if op == "$eq" else list(val) if op == "$in" and val else None
-        if vals is None:
-            return None
-        marks = ",".join("?" * len(vals))
-        if key in ("source", "agent", "tags"):
-            if not all(isinstance(v, str) for v in vals):
-                return None
-            if key == "tags":
-                return f"EXISTS (SELECT 1 FROM json_each(metadata, '$.tags') WHERE value IN ({marks}))", vals
-            return f"json_extract(metadata, '$.{key}') IN ({marks})", vals
-        name = key[len("extra."):]
-        if not key.startswith("extra.") or not cls._EXTRA_NAME.fullmatch(name):
-            return None
-        # Strings and exactly representable numbers compare in SQL as in Python (a JSON true is
-        # 1 there, as True == 1 here); anything else is left to `matches`.
-        if not all(isinstance(v, str) or (isinstance(v, int | float) and abs(v) < 2**53) for v in vals):
-            return None
-        return f"json_extract(metadata, '$.extra.\"{name}\"') IN ({marks})", vals
-
-    def _prefilter(self, namespaces: Sequence[Namespace], flt: dict[str, Any], now: float, *,
-                   json_only: bool = True) -> np.ndarray | None:
-        """Rows that can pass ``flt`` (a superset), or None when too many can (or, with
-        ``json_only=False``, when only unindexed JSON conditions would select them)."""
-        conds, params, indexed = self._filter_sql(flt)
-        if not conds or (not indexed and not json_only):
-            return None
-        ns_sql, ns_params = [], []
-        for ns in namespaces:
-            clause, p = _ns_clause(ns)
-            # unary +: keep the planner off the namespace index so it uses the filter's index
-            ns_sql.append(clause.replace("ns ", "+ns ") if indexed else clause)
-            ns_params += p
-        rows = self._conn.execute(
-            f"SELECT rid FROM memories WHERE ({' OR '.join(ns_sql)}) AND {' AND '.join(conds)}"
-            f" AND (expires_at IS NULL OR expires_at > ?) LIMIT {self.PREFILTER_MAX_ROWS + 1}",
-            (*ns_params, *params, now),
-        ).fetchall()
-        if len(rows) > self.PREFILTER_MAX_ROWS:
-            return None  # many rows can pass: reading and filtering the top ones is cheaper
-        return np.fromiter((r for (r,) in rows), dtype=np.int64, count=len(rows))
-
-    def _filter_sql(self, flt: dict[str, Any]) -> tuple[list[str], list[Any], bool]:
-        """SQL conditions implied by ``flt``, their parameters, and whether one is indexed."""
-        conds: list[str] = []
-        params: list[Any] = []
-        indexed = False  # a condition on an indexed column: let the planner start from it
-        for key, (op, val) in flt.items():
-            json_cond = self._json_condition(key, op, val) if key not in ("type", *_TIME_COLS) else None
-            if json_cond is not None:
-                conds.append(json_cond[0])
-                params += json_cond[1]
-                continue
-            before = len(conds)
-            if key == "type" and op == "$eq" and isinstance(val, str):
-                conds.append("type = ?")
-                params.append(val)
-            elif key == "type" and op == "$in" and val and all(isinstance(v, str) for v in val):
-                conds.append(f"type IN ({','.join('?' * len(val))})")
-                params += list(val)
-            elif key in _TIME_COLS:
-                if op in ("$gt", "$gte", "$eq"):
-                    conds.append(f"{key} >= ?")
-                    params.append(val.timestamp() - 1e-3)
-                if op in ("$lt", "$lte", "$eq"):
-                    conds.append(f"{key} <= ?")
-                    params.append(val.timestamp() + 1e-3)
-            indexed = indexed or (len(conds) > before and key in ("type", "created_at", "updated_at"))
-        return conds, params, indexed
 
     @staticmethod
     def _lookup(rids: np.ndarray, scores: np.ndarray, wanted: list[int]) -> dict[int, float]:
@@ -657,7 +332,7 @@ class SqliteBackend(AsyncMixin):
 
     def _select_rids(self, namespace: Namespace | None, flt: dict[str, Any] | None,
                      include_expired: bool) -> list[int]:
-        where, params = _ns_clause(namespace)
+        where, params = ns_clause(namespace)
         if not include_expired:
             where += " AND (expires_at IS NULL OR expires_at > ?)"
             params.append(utcnow().timestamp())
@@ -665,8 +340,8 @@ class SqliteBackend(AsyncMixin):
             return [r for (r,) in self._conn.execute(f"SELECT rid FROM memories WHERE {where}", params)]
         return [
             row[0]
-            for row in self._conn.execute(f"SELECT {self._COLS} FROM memories WHERE {where}", params)
-            if matches(self._row_to_record(row), flt)
+            for row in self._conn.execute(f"SELECT {COLS} FROM memories WHERE {where}", params)
+            if matches(row_to_record(row), flt)
         ]
 
     def delete(self, ids: Sequence[str] | None = None, *, namespace: Namespace | None = None,
@@ -706,20 +381,20 @@ class SqliteBackend(AsyncMixin):
         flt = validate_filter(filter)
         if limit < 0 or offset < 0:
             raise InvalidInput("limit and offset must be >= 0")
-        where, params = _ns_clause(namespace)
+        where, params = ns_clause(namespace)
         if not include_expired:
             where += " AND (expires_at IS NULL OR expires_at > ?)"
             params.append(utcnow().timestamp())
         with self._lock, self._translate():
             self._check_open()
-            sql = f"SELECT {self._COLS} FROM memories WHERE {where} ORDER BY updated_at DESC, rid DESC"
+            sql = f"SELECT {COLS} FROM memories WHERE {where} ORDER BY updated_at DESC, rid DESC"
             if not flt:
                 rows = self._conn.execute(sql + " LIMIT ? OFFSET ?", (*params, limit, offset))
-                return [self._row_to_record(r) for r in rows]
+                return [row_to_record(r) for r in rows]
             out: list[MemoryRecord] = []
             skipped = 0
             for row in self._conn.execute(sql, params):
-                rec = self._row_to_record(row)
+                rec = row_to_record(row)
                 if not matches(rec, flt):
                     continue
                 if skipped < offset:
@@ -737,7 +412,7 @@ class SqliteBackend(AsyncMixin):
             self._check_open()
             if flt:
                 return len(self._select_rids(namespace, flt, include_expired))
-            where, params = _ns_clause(namespace)
+            where, params = ns_clause(namespace)
             if not include_expired:
                 where += " AND (expires_at IS NULL OR expires_at > ?)"
                 params.append(utcnow().timestamp())
@@ -759,13 +434,13 @@ class SqliteBackend(AsyncMixin):
 
     def residue(self, namespace: Namespace) -> dict[str, int]:
         """What is left of a namespace prefix in rows, vectors and keyword entries (for forget-user)."""
-        where, params = _ns_clause(namespace)
+        where, params = ns_clause(namespace)
         with self._lock, self._translate():
             self._check_open()
             self._sync()
             rows = int(self._conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()[0])
             kw = int(self._conn.execute(
-                "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (f"nsk : {_ns_term(namespace)}",)
+                "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (f"nsk : {ns_term(namespace)}",)
             ).fetchone()[0])
             vectors = self._index.size(self._index.matching([namespace]))
         return {"rows": rows, "vectors": vectors, "keyword_entries": kw}
@@ -799,3 +474,5 @@ class SqliteBackend(AsyncMixin):
         self.close()
 
 
+# MIGRATIONS and apply_migrations stay importable from here (memory.policy.audit uses them).
+__all__ = ["MIGRATIONS", "SqliteBackend", "apply_migrations"]

@@ -4,7 +4,7 @@ update of it), or a distinct fact that must be kept beside it?
 Hand-set thresholds grown pair by pair fit the phrasing of whoever wrote the pairs (the rules in
 :mod:`memory.policy.dedupe` scored .81 on their authors' pairs and .41 on pairs written
 independently). So the decision here is **learned**: a small gradient-boosted tree ensemble
-(``judge_model.json``, fitted by ``python -m memory.tune_judge`` on some kinds of memory, its
+(``judge_model.json``, fitted by ``python -m memctl.tune_judge`` on some kinds of memory, its
 threshold chosen on other kinds, reported on kinds it never saw) over features that describe a
 pair without depending on its wording:
 
@@ -140,7 +140,7 @@ class TreeModel:
 
     Each tree is a list of nodes ``[feature, threshold, left, right, value]``; a node whose
     ``feature`` is -1 is a leaf holding ``value``. ``x[feature] <= threshold`` goes left.
-    Exported from scikit-learn's ``HistGradientBoostingClassifier`` by ``memory.tune_judge``, so
+    Exported from scikit-learn's ``HistGradientBoostingClassifier`` by ``memctl.tune_judge``, so
     the package needs numpy only.
     """
 
@@ -161,11 +161,11 @@ class TreeModel:
                         float(obj["merge_threshold"]), float(obj["unsure_band"]), dict(obj.get("info", {})))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidConfig(f"cannot read the dedupe judge model {p}: {exc}; reinstall the package "
-                                "(pip install -e .) or refit it with python -m memory.tune_judge") from exc
+                                "(pip install -e .) or refit it with python -m memctl.tune_judge") from exc
         unknown = set(model.features) - set(FEATURES)
         if unknown:
             raise InvalidConfig(f"dedupe judge model {p} does not match this code (features {sorted(unknown)}); "
-                                "refit it with python -m memory.tune_judge")
+                                "refit it with python -m memctl.tune_judge")
         return model
 
     def to_json(self) -> dict[str, Any]:

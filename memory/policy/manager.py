@@ -85,16 +85,27 @@ def _may_merge(old: MemoryRecord, new: MemoryRecord, v: Verdict, strategy: str) 
     * Statements one agent reported in the same handoff (same ``extra.handoff``) are distinct
       by construction — a report path never replaces the conclusion written beside it.
     * In ``append`` namespaces (task traces, tool effects) a record belongs to its task
-      (``extra.task``): records of different tasks coexist whatever their wording (a South
-      China GMV query never supersedes the East China one); only a restatement in the same
-      words is folded into the stored one.
+      (``extra.task``): a record of another task never supersedes it as an update (a South
+      China GMV query does not replace the East China one); only a restatement (the same SQL
+      asked again) is folded into it.
     """
     a, b = old.metadata.extra, new.metadata.extra
     if a.get("handoff") and a.get("handoff") == b.get("handoff"):
         return False
     if strategy == "append" and a.get("task") and b.get("task") and a.get("task") != b.get("task"):
-        return v.reason == "same words"
+        return v.label == "duplicate"
     return True
+
+
+def _same_result(old: MemoryRecord, incoming: str, incoming_task: str | None) -> bool:
+    """An agent's item restated for another wording of its task: the same text once each task
+    is taken out ("SQL used for “<task>”: SELECT ..." twice with the same SELECT)."""
+    old_task = old.metadata.extra.get("task")
+    if not (incoming_task and isinstance(old_task, str) and old_task and old_task != incoming_task):
+        return False
+    a = old.content.replace(old_task.strip()[:200], "")
+    b = incoming.replace(incoming_task.strip()[:200], "")
+    return a != old.content and b != incoming and a.strip() == b.strip()
 
 
 class MemoryManager:
@@ -153,7 +164,9 @@ class MemoryManager:
     def _strategy(self, mtype: str) -> str:
         return self.policy.strategies.get(mtype, self.policy.default_strategy)
 
-    def _judge(self, existing: MemoryRecord, incoming: str) -> Verdict:
+    def _judge(self, existing: MemoryRecord, incoming: str, incoming_task: str | None = None) -> Verdict:
+        if _same_result(existing, incoming, incoming_task):
+            return Verdict("duplicate", 1.0, True, False, "the same result recorded for a repeated task")
         v = self.pair_judge(existing.content, incoming)
         if self._llm_judge is None or not v.unsure:
             return v
@@ -201,7 +214,9 @@ class MemoryManager:
             if self.service.embedder.name == JUDGE_EMBEDDING_MODEL and not record.metadata.extra.get("context"):
                 self.pair_judge.seed(record.content, vec[0])  # the store's vector is the judge's
             self.pair_judge.prime([record.content] + [n.record.content for n in neighbours])
-        judged = [(n.record, self._judge(n.record, record.content)) for n in neighbours]
+        task = record.metadata.extra.get("task")
+        judged = [(n.record, self._judge(n.record, record.content, task if isinstance(task, str) else None))
+                  for n in neighbours]
         ev = {"actor": actor.agent, "thread_id": actor.thread_id, "run_id": actor.run_id}
         merges = [(r, v) for r, v in judged if v.merge and _may_merge(r, record, v, self._strategy(meta.type))]
         if merges:

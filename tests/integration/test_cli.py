@@ -29,7 +29,7 @@ from memory.settings import EmbeddingSettings, MemorySettings
 ROOT = Path(__file__).resolve().parents[2]
 ZH_EN = ROOT / "tests" / "data" / "zh_en"
 _SCRIPT = Path(sys.executable).parent / "memctl"
-MEMCTL: list[str] = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memory.cli"]
+MEMCTL: list[str] = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memctl.cli"]
 SCORE_KEYS = {"sim", "vector", "keyword", "decay", "boost", "score", "query"}
 CHART = "用户偏好柱状图"
 CHART_QUERY = "which chart type does the user like?"

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memctl.evaluation import run_dedupe_eval
 from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
-from memory.evaluation import run_dedupe_eval
 from memory.policy.audit import AuditLog
 import json
 from dataclasses import replace

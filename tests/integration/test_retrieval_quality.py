@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from memctl.evaluation import run_retrieval_eval
 from memory import MemoryService, MemorySettings
-from memory.evaluation import run_retrieval_eval
 
 ROOT = Path(__file__).resolve().parents[2]
 ZH_EN = ROOT / "tests" / "data" / "zh_en"
@@ -57,7 +57,7 @@ def test_cross_language_search_and_isolation(service):
 def test_demo_runs_end_to_end(tmp_path):
     from rich.console import Console
 
-    from memory.demo import run_demo
+    from memctl.demo import run_demo
 
     out_file = tmp_path / "out.txt"
     with open(out_file, "w") as fh:

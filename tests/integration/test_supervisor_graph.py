@@ -118,9 +118,12 @@ def test_users_are_isolated(manager, tmp_path):
 
 
 def test_sub_agents_get_only_task_and_injected_context_and_no_memory_tools(manager, tmp_path):
-    for i in range(30):  # more memories than the budget can hold
-        manager.remember(f"GMV 口径第{i}条补充说明：已支付订单金额口径在第{i}个报表里不含运费和退款，用于地区{i}的月报",
-                         "domain_facts/zhang", {"type": "domain_facts"})
+    # More memories than the budget can hold (written past the write policy: one template with
+    # changing numbers would rightly be judged updates of one fact).
+    from memory.service import NewMemory
+
+    manager.service.write_many([NewMemory(f"GMV 口径补充{i}：地区{i}月报不含运费", "domain_facts/zhang",
+                                          {"type": "domain_facts"}) for i in range(30)])
     manager.remember("以后报表里的金额都用万元为单位", "user_profile/zhang")
     team = Team(manager, tmp_path, context_budget=60)
     team.say("zhang", "t1", "你好，我是张伟，负责华东区的销售。")

@@ -82,7 +82,7 @@ def test_shipped_model_loads_and_round_trips(tmp_path):
 def test_a_broken_model_file_is_a_clear_config_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(InvalidConfig, match="refit it with python -m memory.tune_judge"):
+    with pytest.raises(InvalidConfig, match="refit it with python -m memctl.tune_judge"):
         TreeModel.load(bad)
     obj = json.loads(MODEL_FILE.read_text())
     obj["features"][0] = "no_such_feature"
@@ -102,7 +102,7 @@ def test_unsure_band_is_in_log_odds_around_the_threshold():
 def test_exported_trees_reproduce_scikit_learn():
     sklearn = pytest.importorskip("sklearn")  # a test extra: the package itself needs numpy only
     del sklearn
-    from memory.tune_judge import export, fit, scores
+    from memctl.tune_judge import export, fit, scores
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(300, len(FEATURES)))

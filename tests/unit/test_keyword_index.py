@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from memory.backends.keyword_index import KeywordIndex
-from memory.backends.sqlite import SqliteBackend, _ns_term
+from memory.backends.sqlite import SqliteBackend
+from memory.backends.sqlite_schema import ns_term
 from memory.records import MemoryRecord
 from memory.text import fts_query
 
@@ -27,7 +28,7 @@ def _doc(rng: random.Random) -> str:
 
 def _fts_scores(b: SqliteBackend, namespaces: list[tuple[str, ...]], text: str) -> dict[int, float]:
     """Ground truth: FTS5's own bm25() over the same rows, column weights (nsk 0, terms 1)."""
-    ns_expr = " OR ".join(_ns_term(ns) for ns in namespaces)
+    ns_expr = " OR ".join(ns_term(ns) for ns in namespaces)
     rows = b._conn.execute(
         "SELECT rowid, bm25(memories_fts, 0.0, 1.0) FROM memories_fts WHERE memories_fts MATCH ?",
         (f"nsk : ({ns_expr}) AND terms : ({fts_query(text)})",),

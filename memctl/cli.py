@@ -2,105 +2,29 @@
 
 Settings come from ``MEMORY_*`` variables and ``--config`` (see :mod:`memory.settings`).
 Errors print one line saying what to do, and exit 2 for bad input, 1 for store failures.
+
+Imports of the memory layer happen inside the commands: ``memctl --help`` then loads only
+Typer and rich, and a command loads only what it uses (``list`` never loads the embedding model).
+The store commands are here; the shared plumbing is in :mod:`memctl.cli_common`, the demo,
+bench and evaluation commands in :mod:`memctl.cli_tools`, ``migrate`` in :mod:`memory.migrate`.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memory.errors import InvalidInput, MemoryLayerError, NotFound
-from memory.policy.manager import Actor
-from memory.records import SearchHit, record_to_dict
-from memory.service import MemoryService
-from memory.settings import MemorySettings
+from memctl import cli_tools
+from memctl.cli_common import _errors, _manager, _print_json, _service, _settings, app, out
+from memory.errors import InvalidInput, NotFound
 
-app = typer.Typer(help="Long-term memory store: add, search, inspect, evaluate.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
-eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
-app.add_typer(eval_app, name="eval")
+if TYPE_CHECKING:
+    from memory.records import SearchHit
 
-out = Console()
-err = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _State:
-    config: Path | None = None
-    path: str | None = None
-
-
-state = _State()
-
-
-@app.callback()
-def _main(
-    config: Annotated[Path | None, typer.Option("--config", help="YAML settings file (else MEMORY_CONFIG)")] = None,
-    path: Annotated[str | None, typer.Option("--path", help="SQLite file or ':memory:' (else MEMORY_PATH)")] = None,
-) -> None:
-    state.config, state.path = config, path
-
-
-def _settings(**overrides: Any) -> MemorySettings:
-    if state.path is not None:
-        overrides.setdefault("path", state.path)
-    return MemorySettings.load(state.config, **overrides)
-
-
-@contextmanager
-def _service(**overrides: Any) -> Iterator[MemoryService]:
-    svc = MemoryService.from_settings(_settings(**overrides))
-    try:
-        yield svc
-    finally:
-        svc.close()
-
-
-@contextmanager
-def _manager(**overrides: Any) -> Iterator[Any]:
-    from memory.policy.manager import MemoryManager
-
-    mm = MemoryManager.from_settings(_settings(**overrides))
-    try:
-        yield mm
-    finally:
-        mm.close()
-
-
-def _error(exc: BaseException) -> None:
-    # Plain text on one line: user input may contain [brackets] that rich would read as markup,
-    # and scripts grep for the "error:" prefix.
-    msg = " ".join(str(exc).split())
-    sys.stderr.write(f"error: {msg}\n")
-
-
-def _errors(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (InvalidInput, NotFound) as exc:
-            _error(exc)
-            raise typer.Exit(2) from None
-        except MemoryLayerError as exc:
-            _error(exc)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+__all__ = ["app"]
 
 
 def _hits_table(hits: list[SearchHit]) -> Table:
@@ -129,6 +53,9 @@ def add(
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored record as JSON")] = False,
 ) -> None:
     """Store one memory (deduplicated and merged by the write policy unless --raw)."""
+    from memory.policy.manager import Actor
+    from memory.records import record_to_dict
+
     if text == "-":
         data = sys.stdin.buffer.read()
         try:
@@ -180,6 +107,8 @@ def get(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show one memory."""
+    from memory.records import record_to_dict
+
     with _service() as svc:
         rec = svc.get(id)
     d = record_to_dict(rec)
@@ -199,6 +128,8 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The current memories of a namespace, newest first."""
+    from memory.records import record_to_dict
+
     with _service() as svc:
         recs = svc.list(ns, limit=limit, offset=offset)
     if as_json:
@@ -227,6 +158,8 @@ def delete(
         raise InvalidInput("give either memory ids or --ns NS (not both, not neither)")
     if ns and not yes:
         raise InvalidInput(f"deleting every memory under {ns!r} needs --yes")
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         actor = Actor(agent="memctl")
         n = mm.delete(ids, hard=hard, actor=actor) if ids else mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
@@ -242,6 +175,8 @@ def delete(
 @_errors
 def restore(id: Annotated[str, typer.Argument(help="Id of a soft-deleted, superseded or evicted memory")]) -> None:
     """Bring back a memory from the trash."""
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         rec = mm.restore(id, actor=Actor(agent="memctl"))
     out.print(f"restored {rec.id} in {'/'.join(rec.namespace)}", highlight=False)
@@ -257,6 +192,8 @@ def forget_user(
     """Remove everything of one user across namespaces, trash and audit; prove it with counts."""
     if not yes:
         raise InvalidInput(f"forgetting user {user!r} deletes all of their memories for good; add --yes")
+    from memory.policy.manager import Actor
+
     with _manager() as mm:
         rep = mm.forget_user(user, actor=Actor(agent="memctl"))
     d = {"user": rep.user_id, "namespaces": list(rep.namespaces), "deleted": rep.deleted, "residue": rep.residue,
@@ -346,161 +283,14 @@ def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     out.print(t)
 
 
-@app.command()
-@_errors
-def demo(
-    path: Annotated[str | None, typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
-    scenario: Annotated[str | None, typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
-) -> None:
-    """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
-    from memory.demo import run_demo
-
-    try:
-        checks = run_demo(path, out, model=model, scenario=scenario)
-    except ValueError as exc:  # e.g. the chat model cannot start (missing key, unknown provider)
-        raise InvalidInput(str(exc)) from exc
-    failed = [c for c in checks.get("checks", []) if isinstance(c, dict) and not c.get("ok", True)]
-    if failed:
-        raise typer.Exit(1)
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True)
-
-
-@app.command()
-@_errors
-def bench(
-    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "1000,10000,100000",
-    queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
-    systems: Annotated[str, typer.Option(help="Comma-separated: sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff")]
-    = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
-    out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
-    plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-) -> None:
-    """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
-    import platformdirs
-
-    from memory.bench import plot, run_bench
-
-    known = {"sqlite", "qdrant", "numpy", "inmemory", "langgraph-sqlite", "handoff"}
-    try:
-        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
-    except ValueError:
-        raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
-    system_list = tuple(x.strip() for x in systems.split(",") if x.strip())
-    if not set(system_list) <= known or not system_list:
-        raise InvalidInput(f"--systems must be a comma-separated subset of {sorted(known)}")
-    if not size_list or min(size_list) < 20 or queries < 1:
-        raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
-    cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
-    with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
-
-        result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
-    out_file.write_text(json.dumps(result, indent=2))
-    plot(result, plot_file)
-    if as_json:
-        _print_json(result)
-        return
-    t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "RSS MiB", "queries")
-    for r in result["results"]:
-        w, m = r["write_per_s"], r["rss_mb"]
-        t.add_row(r["system"], str(r["n"]), f"{r['search_p50_ms']:.2f}", f"{r['search_p95_ms']:.2f}",
-                  "-" if w is None else f"{w:.0f}", "-" if m is None else f"{m:.0f}", str(r["queries"]))
-    out.print(t)
-    if result["handoff_overhead"]:
-        for n, h in result["handoff_overhead"].items():
-            out.print(f"handoff pre+post overhead, inline writes (write_behind: false) at {n}: "
-                      f"p50 {h['total_p50_ms']:.2f} ms, p95 {h['total_p95_ms']:.2f} ms")
-        agent_ms = result.get("handoff_write_behind_agent_ms")
-        for n, h in (result.get("handoff_overhead_write_behind") or {}).items():
-            out.print(f"handoff pre+post overhead, write-behind (the default; {agent_ms:g} ms model time per node) "
-                      f"at {n}: p50 {h['total_p50_ms']:.2f} ms, p95 {h['total_p95_ms']:.2f} ms "
-                      f"(queued write p95 {h.get('write_p95_ms', 0):.2f} ms)")
-    out.print(f"wrote {out_file} and {plot_file}")
-
-
-@eval_app.command("retrieval")
-@_errors
-def eval_retrieval(
-    data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
-    conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-) -> None:
-    """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
-    from memory.evaluation import run_retrieval_eval
-
-    convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
-    # The evaluation never touches the user's store: it ingests into an in-memory one.
-    settings = MemorySettings.load(state.config, path=":memory:")
-    with MemoryService.from_settings(settings) as svc, _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
-
-        result = run_retrieval_eval(svc, data, conversations=convs, progress=progress)
-    if as_json:
-        _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config")})
-        return
-    t = Table("slice", "n", "R@5", "R@10", "MRR")
-    rows = [("overall", result["overall"])] + list(result["by_category"].items())
-    for name, m in rows:
-        t.add_row(name, str(m["n"]), f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
-    out.print(t)
-    tm = result["timing"]
-    out.print(f"ingest {tm['ingest_per_s']}/s, search p50 {tm['search_p50_ms']} ms, p95 {tm['search_p95_ms']} ms")
-
-
-@eval_app.command("dedupe")
-@_errors
-def eval_dedupe(
-    pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-    show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
-) -> None:
-    """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
-    from memory.evaluation import run_dedupe_eval
-    from memory.policy.manager import MemoryManager
-
-    settings = MemorySettings.load(state.config, path=":memory:")
-    with MemoryManager.from_settings(settings) as mm, _progress() as bar:
-        task = bar.add_task("pairs", total=None)
-        result = run_dedupe_eval(mm, pairs, progress=lambda _s, d, t: bar.update(task, completed=d, total=t))
-    if not show_pairs:
-        result.pop("pairs")
-    if as_json:
-        _print_json(result)
-        return
-    t = Table("slice", "n", "duplicates merged", "conflicts resolved", "distinct wrongly merged")
-    rows = ([("overall", result)] + [(f"lang {k}", v) for k, v in result["by_lang"].items()]
-            + [(f"kind {k}", v) for k, v in result["by_kind"].items()])
-    for name, m in rows:
-        t.add_row(name, str(m["n"]), *(("-" if m[k] is None else f"{m[k]:.3f}") for k in
-                  ("duplicate_merge_rate", "conflict_resolution_rate", "distinct_false_merge_rate")))
-    out.print(t)
-    out.print(f"unsure pairs (asked of the chat model when policy.chat_model is set): {result['llm_share']:.1%}; "
-              f"write p50 / p95: {result['timing']['write_p50_ms']} / {result['timing']['write_p95_ms']} ms")
-
-
-def _register_migrate() -> None:
+def _register_tools() -> None:
     from memory.migrate import register
 
+    cli_tools.register(app)
     register(app, load_settings=_settings)
 
 
-_register_migrate()
+_register_tools()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,7 @@ Systems (each searched with query embedding included in the timing):
 * ``langgraph-inmemory`` — LangGraph's ``InMemoryStore(index=...)`` with the same embedder.
 * ``langgraph-sqlite-vec`` — LangGraph's ``SqliteStore`` with its sqlite-vec index (through
   ``pysqlite3``, since this Python's ``sqlite3`` cannot load extensions).
-* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``supervisor.bench``),
+* handoff overhead — the Supervisor's memory pre+post nodes per handoff (``memctl.bench_handoff``),
   with inline writes and with write-behind (queued writes, given 50 ms of simulated model time
   per node). ``handoff_overhead_p95_ms`` reports the mode ``policy.write_behind`` selects by
   default, named in ``handoff_overhead_mode``; both are always reported.
@@ -28,7 +28,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import random
 import statistics
 import tempfile
 import time
@@ -39,50 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from memctl.bench_corpus import embed_corpus, make_corpus, make_queries
 from memory.embeddings import Embedder, get_embedder
 from memory.records import MemoryRecord
 from memory.service import MemoryService, NewMemory
 from memory.settings import MemorySettings
-
-_EN_SUBJ = ["the user", "Alice", "Bob", "the finance team", "our CFO", "the sales lead", "the analyst", "Carol"]
-_EN_VERB = ["prefers", "asked for", "defined", "reported", "wants", "stopped using", "approved", "rejected"]
-_EN_OBJ = ["bar charts", "weekly revenue by region", "GMV excluding refunds", "active users in 30 days",
-           "a churn dashboard", "CSV exports", "the Q3 forecast", "SQL with CTEs", "median order value",
-           "cohort retention", "reports in USD", "the north region", "daily active users", "refund rate",
-           "margin by product line", "the marketing budget", "conversion funnels", "pie charts"]
-_EN_TAIL = ["for the board meeting", "every Monday", "since last quarter", "in the Shanghai office",
-            "for project Falcon", "before the audit", "with two decimals", "in the dashboard", ""]
-_ZH_SUBJ = ["用户", "张伟", "财务部", "销售总监", "分析师", "李娜", "运营团队"]
-_ZH_VERB = ["偏好", "要求", "定义了", "汇报了", "不再使用", "确认了", "关注"]
-_ZH_OBJ = ["柱状图", "按地区的周营收", "不含退款的GMV", "近30天活跃用户", "流失看板", "万元为单位的报表",
-           "第三季度预测", "客单价中位数", "留存分析", "退款率", "各产品线毛利", "转化漏斗", "饼图"]
-_ZH_TAIL = ["用于董事会", "每周一", "从上季度开始", "在上海办公室", "针对猎鹰项目", "审计之前", ""]
-
-
-def make_corpus(n: int, seed: int = 7) -> list[str]:
-    """Memory-like sentences, ~1/3 Chinese, each made unique by a numbered detail."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        if rng.random() < 0.33:
-            s = f"{rng.choice(_ZH_SUBJ)}{rng.choice(_ZH_VERB)}{rng.choice(_ZH_OBJ)}{rng.choice(_ZH_TAIL)}，编号{i}"
-        else:
-            s = f"{rng.choice(_EN_SUBJ)} {rng.choice(_EN_VERB)} {rng.choice(_EN_OBJ)} {rng.choice(_EN_TAIL)} (item {i})"
-        out.append(" ".join(s.split()))
-    return out
-
-
-def make_queries(n: int, seed: int = 11) -> list[str]:
-    """Distinct questions (a repeated one would hit the query-embedding cache)."""
-    rng = random.Random(seed)
-    qs: dict[str, None] = {}
-    while len(qs) < n:
-        if rng.random() < 0.33:
-            q = f"谁{rng.choice(_ZH_VERB)}{rng.choice(_ZH_OBJ)}{rng.choice(_ZH_TAIL)}？"
-        else:
-            q = f"who {rng.choice(_EN_VERB)} {rng.choice(_EN_OBJ)} {rng.choice(_EN_TAIL)}?"
-        qs[" ".join(q.split()) + ("" if len(qs) < 400 else f" #{len(qs)}")] = None
-    return list(qs)
 
 
 @dataclass
@@ -128,26 +88,6 @@ def _time_searches(fn: Callable[[str], Any], queries: list[str]) -> list[float]:
     return out
 
 
-def embed_corpus(embedder: Embedder, texts: list[str], cache_dir: Path | None,
-                 progress: Callable[[int, int], None] | None) -> np.ndarray:
-    """Embed once; cache on disk keyed by model and corpus size (the corpus is seeded)."""
-    cache = None
-    if cache_dir is not None:
-        safe = embedder.name.replace("/", "_").replace(":", "_")
-        cache = cache_dir / f"{safe}-{len(texts)}.npy"
-        if cache.is_file():
-            return np.load(cache)
-    vecs = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    for i in range(0, len(texts), 1024):
-        vecs[i : i + 1024] = embedder.embed_documents(texts[i : i + 1024])
-        if progress:
-            progress(min(i + 1024, len(texts)), len(texts))
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        np.save(cache, vecs)
-    return vecs
-
-
 Progress = Callable[[str, int, int], None] | None
 
 
@@ -175,7 +115,8 @@ def _bench_ours(backend: str, settings: MemorySettings, emb: Embedder, texts: li
     return Result(f"memory-{backend}", n, statistics.median(lat), _pct(lat, 0.95), w, len(qs), rss)
 
 
-def _cached_embed(emb: Embedder, texts: list[str], vecs: np.ndarray) -> tuple[Callable[[list[str]], list[list[float]]], dict[str, np.ndarray]]:
+def _cached_embed(emb: Embedder, texts: list[str], vecs: np.ndarray
+                  ) -> tuple[Callable[[list[str]], list[list[float]]], dict[str, np.ndarray]]:
     """An embed function for LangGraph stores: corpus texts use the shared vectors (the load is
     not what we measure); anything else (queries, new writes) is embedded for real."""
     known = dict(zip(texts, vecs, strict=True))
@@ -282,15 +223,13 @@ def run_bench(
                 if r is not None:
                     results.append(r)
             if "handoff" in systems:
-                try:
-                    from supervisor.bench import handoff_overhead  # type: ignore[import-not-found]
-                except ImportError:
-                    pass
-                else:
-                    handoff[str(n)] = handoff_overhead(n, cache_dir=cache_dir)
-                    # 50 ms of simulated model time per node: real LLM calls take 0.5-5 s
-                    handoff_wb[str(n)] = handoff_overhead(n, cache_dir=cache_dir, write_behind=True,
-                                                          agent_ms=HANDOFF_AGENT_MS)
+                # Imported here: it loads the Supervisor app (LangGraph), which only this system needs.
+                from memctl.bench_handoff import handoff_overhead
+
+                handoff[str(n)] = handoff_overhead(n, cache_dir=cache_dir)
+                # 50 ms of simulated model time per node: real LLM calls take 0.5-5 s
+                handoff_wb[str(n)] = handoff_overhead(n, cache_dir=cache_dir, write_behind=True,
+                                                      agent_ms=HANDOFF_AGENT_MS)
             gc.collect()
     inline_p95 = max((h["total_p95_ms"] for h in handoff.values()), default=None)
     wb_p95 = max((h["total_p95_ms"] for h in handoff_wb.values()), default=None)
@@ -303,7 +242,7 @@ def run_bench(
         "handoff_overhead_mode": "write-behind" if default_wb else "inline",
         "handoff_overhead_inline_p95_ms": inline_p95,
         "handoff_overhead": handoff,
-        # policy.write_behind=true: post-node writes queued (see supervisor.bench for the method)
+        # policy.write_behind=true: post-node writes queued (see memctl.bench_handoff for the method)
         "handoff_overhead_write_behind_p95_ms": wb_p95,
         "handoff_overhead_write_behind": handoff_wb,
         "handoff_write_behind_agent_ms": HANDOFF_AGENT_MS,

@@ -1,8 +1,8 @@
 """Fit the write-path judge (``memory/policy/judge_model.json``) and report it honestly.
 
-    python -m memory.tune_judge            # fit, choose, report; writes the model file
-    python -m memory.tune_judge --check    # refit and report; write nothing
-    python -m memory.tune_judge --json     # the whole report as JSON
+    python -m memctl.tune_judge            # fit, choose, report; writes the model file
+    python -m memctl.tune_judge --check    # refit and report; write nothing
+    python -m memctl.tune_judge --json     # the whole report as JSON
 
 Data: ``tests/data/dedupe_corpus/author_*.jsonl`` — 1,188 pairs written by nine independent
 authors over 30 kinds of memory, en / zh / mixed — and the two older sets

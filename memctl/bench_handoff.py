@@ -1,7 +1,7 @@
 """Overhead of the memory nodes per handoff: pre-node + post-node latency at scale.
 
-The store is loaded with ``n_memories`` generated zh/en memories (:func:`memory.bench.make_corpus`,
-vectors from :func:`memory.bench.embed_corpus`, cached on disk), spread over 10 users and five
+The store is loaded with ``n_memories`` generated zh/en memories (:func:`memctl.bench_corpus.make_corpus`,
+vectors from :func:`memctl.bench_corpus.embed_corpus`, cached on disk), spread over 10 users and five
 namespace kinds (``user_profile``, ``domain_facts``, ``text2sql_memories``,
 ``statistics_memories``, ``analysis_memories``), so the measured user owns a tenth of the store.
 Each handoff then runs the real node functions of the graph: the pre-node (route; search
@@ -32,7 +32,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
-from memory.bench import embed_corpus, make_corpus, make_queries
+from memctl.bench_corpus import embed_corpus, make_corpus, make_queries
 from memory.embeddings import get_embedder
 from memory.policy.manager import MemoryManager
 from memory.records import MemoryRecord
@@ -175,7 +175,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
     }
 
 
-if __name__ == "__main__":  # pragma: no cover - manual runs: python -m supervisor.bench 10000 100000
+if __name__ == "__main__":  # pragma: no cover - manual runs: python -m memctl.bench_handoff 10000 100000
     import json
     import sys
 

@@ -1,6 +1,6 @@
 """Reproducible grid search of the ranking constants on the LoCoMo *tuning* half only.
 
-    python -m memory.tune_retrieval --locomo ../shared/data/locomo [--cache /tmp/emb.pkl]
+    python -m memctl.tune_retrieval --locomo ../shared/data/locomo [--cache /tmp/emb.pkl]
 
 Stage 1 grids the context (previous turns attached, context_weight) and the fusion
 (vector_weight, bm25_k) with the default query bonuses; stage 2 grids the bonuses (speaker,
@@ -27,9 +27,9 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from memctl.evaluation import _ns, _turn_extra, load_dataset  # noqa: E402
 from memory import MemoryService, MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
-from memory.evaluation import _ns, _turn_extra, load_dataset  # noqa: E402
 from memory.namespace import parse_namespaces  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
 from memory.records import MemoryQuery  # noqa: E402

@@ -1,0 +1,116 @@
+"""What every ``memctl`` command shares: the Typer apps, the global options, opening the
+service or the manager from them, one-line errors with exit codes, JSON output, progress bars.
+
+Only Typer and rich are imported at module level (see :mod:`memctl.cli`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from memory.errors import InvalidInput, MemoryLayerError, NotFound
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from memory.policy.manager import MemoryManager
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
+
+app = typer.Typer(help="Long-term memory store: add, search, inspect, evaluate.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+eval_app = typer.Typer(help="Measure retrieval quality.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+out = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _State:
+    config: Path | None = None
+    path: str | None = None
+
+
+state = _State()
+
+
+@app.callback()
+def _main(
+    config: Annotated[Path | None, typer.Option("--config", help="YAML settings file (else MEMORY_CONFIG)")] = None,
+    path: Annotated[str | None, typer.Option("--path", help="SQLite file or ':memory:' (else MEMORY_PATH)")] = None,
+) -> None:
+    state.config, state.path = config, path
+
+
+def _settings(**overrides: Any) -> MemorySettings:
+    from memory.settings import MemorySettings
+
+    if state.path is not None:
+        overrides.setdefault("path", state.path)
+    return MemorySettings.load(state.config, **overrides)
+
+
+@contextmanager
+def _service(**overrides: Any) -> Iterator[MemoryService]:
+    from memory.service import MemoryService
+
+    svc = MemoryService.from_settings(_settings(**overrides))
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+@contextmanager
+def _manager(**overrides: Any) -> Iterator[MemoryManager]:
+    from memory.policy.manager import MemoryManager
+
+    mm = MemoryManager.from_settings(_settings(**overrides))
+    try:
+        yield mm
+    finally:
+        mm.close()
+
+
+def _error(exc: BaseException) -> None:
+    # Plain text on one line: user input may contain [brackets] that rich would read as markup,
+    # and scripts grep for the "error:" prefix.
+    msg = " ".join(str(exc).split())
+    sys.stderr.write(f"error: {msg}\n")
+
+
+def _errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InvalidInput, NotFound) as exc:
+            _error(exc)
+            raise typer.Exit(2) from None
+        except MemoryLayerError as exc:
+            _error(exc)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def _progress() -> Progress:
+    # rich.progress is imported here: only the long-running commands draw a progress bar.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True)

@@ -1,0 +1,177 @@
+"""``memctl demo``, ``memctl bench`` and ``memctl eval retrieval|dedupe``: the commands that run
+the demo app, the benchmark and the evaluations (each imports its module only when it runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from memctl.cli_common import _errors, _print_json, _progress, eval_app, out, state
+from memory.errors import InvalidInput
+
+
+@_errors
+def demo(
+    path: Annotated[str | None,
+                    typer.Option("--store", help="SQLite file for the demo (default: a new temp file)")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
+    scenario: Annotated[str | None,
+                        typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
+) -> None:
+    """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
+    from memctl.demo import run_demo
+
+    try:
+        checks = run_demo(path, out, model=model, scenario=scenario)
+    except ValueError as exc:  # e.g. the chat model cannot start (missing key, unknown provider)
+        raise InvalidInput(str(exc)) from exc
+    failed = [c for c in checks.get("checks", []) if isinstance(c, dict) and not c.get("ok", True)]
+    if failed:
+        raise typer.Exit(1)
+
+
+@_errors
+def bench(
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "1000,10000,100000",
+    queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
+    systems: Annotated[str, typer.Option(help="Comma-separated: sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff")]
+    = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
+    out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
+    plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
+    import platformdirs
+
+    from memctl.bench import plot, run_bench
+
+    known = {"sqlite", "qdrant", "numpy", "inmemory", "langgraph-sqlite", "handoff"}
+    try:
+        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    system_list = tuple(x.strip() for x in systems.split(",") if x.strip())
+    if not set(system_list) <= known or not system_list:
+        raise InvalidInput(f"--systems must be a comma-separated subset of {sorted(known)}")
+    if not size_list or min(size_list) < 20 or queries < 1:
+        raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
+    cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
+    out_file.write_text(json.dumps(result, indent=2))
+    plot(result, plot_file)
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "RSS MiB", "queries")
+    for r in result["results"]:
+        w, m = r["write_per_s"], r["rss_mb"]
+        t.add_row(r["system"], str(r["n"]), f"{r['search_p50_ms']:.2f}", f"{r['search_p95_ms']:.2f}",
+                  "-" if w is None else f"{w:.0f}", "-" if m is None else f"{m:.0f}", str(r["queries"]))
+    out.print(t)
+    if result["handoff_overhead"]:
+        for n, h in result["handoff_overhead"].items():
+            out.print(f"handoff pre+post overhead, inline writes (write_behind: false) at {n}: "
+                      f"p50 {h['total_p50_ms']:.2f} ms, p95 {h['total_p95_ms']:.2f} ms")
+        agent_ms = result.get("handoff_write_behind_agent_ms")
+        for n, h in (result.get("handoff_overhead_write_behind") or {}).items():
+            out.print(f"handoff pre+post overhead, write-behind (the default; {agent_ms:g} ms model time per node) "
+                      f"at {n}: p50 {h['total_p50_ms']:.2f} ms, p95 {h['total_p95_ms']:.2f} ms "
+                      f"(queued write p95 {h.get('write_p95_ms', 0):.2f} ms)")
+    out.print(f"wrote {out_file} and {plot_file}")
+
+
+@_errors
+def eval_retrieval(
+    data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
+    conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
+    from memctl.evaluation import run_retrieval_eval
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
+
+    convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    # The evaluation never touches the user's store: it ingests into an in-memory one.
+    settings = MemorySettings.load(state.config, path=":memory:")
+    with MemoryService.from_settings(settings) as svc, _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_retrieval_eval(svc, data, conversations=convs, progress=progress)
+    if as_json:
+        _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config")})
+        return
+    t = Table("slice", "n", "R@5", "R@10", "MRR")
+    rows = [("overall", result["overall"])] + list(result["by_category"].items())
+    for name, m in rows:
+        t.add_row(name, str(m["n"]), f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
+    out.print(t)
+    tm = result["timing"]
+    out.print(f"ingest {tm['ingest_per_s']}/s, search p50 {tm['search_p50_ms']} ms, p95 {tm['search_p95_ms']} ms")
+
+
+@_errors
+def eval_dedupe(
+    pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
+) -> None:
+    """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
+    from memctl.evaluation import run_dedupe_eval
+    from memory.policy.manager import MemoryManager
+    from memory.settings import MemorySettings
+
+    settings = MemorySettings.load(state.config, path=":memory:")
+    with MemoryManager.from_settings(settings) as mm, _progress() as bar:
+        task = bar.add_task("pairs", total=None)
+        result = run_dedupe_eval(mm, pairs, progress=lambda _s, d, t: bar.update(task, completed=d, total=t))
+    if not show_pairs:
+        result.pop("pairs")
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("slice", "n", "duplicates merged", "conflicts resolved", "distinct wrongly merged")
+    rows = ([("overall", result)] + [(f"lang {k}", v) for k, v in result["by_lang"].items()]
+            + [(f"kind {k}", v) for k, v in result["by_kind"].items()])
+    for name, m in rows:
+        t.add_row(name, str(m["n"]), *(("-" if m[k] is None else f"{m[k]:.3f}") for k in
+                  ("duplicate_merge_rate", "conflict_resolution_rate", "distinct_false_merge_rate")))
+    out.print(t)
+    if show_pairs:
+        d = Table("pair", "label", "lang", "kind", "judged", "status", "P(same)", "ok")
+        for p in result["pairs"]:
+            d.add_row(str(p["id"]), p["label"], str(p["lang"]), p["kind"], p["judged"], p["status"],
+                      f"{p['p_same']:.2f}", "✓" if p["ok"] != (p["label"] == "distinct") else "✗")
+        out.print(d)
+    out.print(f"unsure pairs (asked of the chat model when policy.chat_model is set): {result['llm_share']:.1%}; "
+              f"write p50 / p95: {result['timing']['write_p50_ms']} / {result['timing']['write_p95_ms']} ms")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``demo`` and ``bench`` to ``app`` and ``retrieval`` / ``dedupe`` to its ``eval`` group.
+
+    Registered by a call rather than at import, so :mod:`memctl.cli` decides where they appear
+    in ``memctl --help`` (after the store commands, as before).
+    """
+    app.command()(demo)
+    app.command()(bench)
+    eval_app.command("retrieval")(eval_retrieval)
+    eval_app.command("dedupe")(eval_dedupe)

@@ -1,0 +1,125 @@
+"""The SQLite file's layout: numbered migrations, the row <-> record codec, namespace SQL.
+
+Shared by :class:`~memory.backends.sqlite.SqliteBackend` and its mixins, and by the audit log
+(:mod:`memory.policy.audit`), which keeps its own migrations in the same file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from memory.namespace import Namespace, ancestors, ns_key
+from memory.records import MemoryMetadata, MemoryRecord, as_utc
+
+MIGRATIONS: list[str] = [
+    # 1: records, vectors, change log, keyword index
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('seq', '0');
+    CREATE TABLE memories (
+        rid INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: the change log refers to it
+        id TEXT NOT NULL UNIQUE,
+        ns TEXT NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        type TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        vector BLOB NOT NULL,
+        seq INTEGER NOT NULL
+    );
+    CREATE INDEX memories_ns ON memories (ns);
+    CREATE INDEX memories_seq ON memories (seq);
+    CREATE INDEX memories_updated ON memories (updated_at);
+    CREATE TABLE deletions (seq INTEGER NOT NULL, rid INTEGER NOT NULL);
+    CREATE INDEX deletions_seq ON deletions (seq);
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (nsk, terms, tokenize = 'unicode61');
+    """,
+    # 2: per-column document frequencies, used to prune very common query terms at scale
+    #    (no longer read: the in-memory KeywordIndex counts them; kept, migrations are append-only)
+    """
+    CREATE VIRTUAL TABLE memories_vocab USING fts5vocab (memories_fts, 'col');
+    """,
+    # 3: column conditions of filters select their rows before any record is read (_prefilter)
+    """
+    CREATE INDEX memories_created ON memories (created_at);
+    CREATE INDEX memories_type ON memories (type);
+    """,
+]
+
+
+def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[str]) -> None:
+    """Apply numbered, append-only migrations once each, safely across processes.
+
+    ``table`` records the applied versions; each migration runs in its own IMMEDIATE
+    transaction and is re-checked under the lock, since another process may have applied it
+    between our read and our lock. Statements are split on ';' (no ';' inside SQL comments).
+    """
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)")
+    done = {r[0] for r in conn.execute(f"SELECT version FROM {table}")}
+    for version, sql in enumerate(migrations, start=1):
+        if version in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not conn.execute(f"SELECT 1 FROM {table} WHERE version = ?", (version,)).fetchone():
+                for stmt in sql.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def ns_term(ns: Namespace) -> str:
+    """The hashed keyword term marking a namespace in the FTS ``nsk`` column."""
+    return "n" + hashlib.blake2b(ns_key(ns).encode(), digest_size=10).hexdigest()
+
+
+def ns_terms(ns: Namespace) -> str:
+    """``nsk`` column text: one term per ancestor, so a prefix matches every namespace below it."""
+    return " ".join(ns_term(a) for a in ancestors(ns))
+
+
+def ns_clause(prefix: Namespace | None) -> tuple[str, list[Any]]:
+    """SQL (and parameters) selecting the rows under a namespace prefix (all rows for None)."""
+    if prefix is None:
+        return "1", []
+    key = ns_key(prefix)
+    # '/' is 0x2F and '0' is 0x30: the range holds exactly the keys starting with key + '/'.
+    return "(ns = ? OR (ns >= ? AND ns < ?))", [key, key + "/", key + "0"]
+
+
+def epoch(dt: Any) -> float | None:
+    """A datetime (or None) as the epoch seconds stored in the time columns."""
+    return None if dt is None else as_utc(dt).timestamp()
+
+
+TIME_COLS = ("created_at", "updated_at", "expires_at")
+
+# The columns every record read selects, in row_to_record's order.
+COLS = "rid, id, ns, content, metadata, created_at, updated_at, expires_at"
+
+
+def row_to_record(row: Sequence[Any]) -> MemoryRecord:
+    """A ``SELECT {COLS}`` row as a record (trusted data: no validation beyond the metadata JSON)."""
+    rid_, id_, ns, content, meta, created, updated, expires = row
+    return MemoryRecord.model_construct(
+        id=id_,
+        namespace=tuple(ns.split("/")),
+        content=content,
+        metadata=MemoryMetadata.model_validate_json(meta),
+        created_at=as_utc(created),
+        updated_at=as_utc(updated),
+        expires_at=None if expires is None else as_utc(expires),
+    )
+
+
+__all__ = ["COLS", "MIGRATIONS", "TIME_COLS", "apply_migrations", "epoch", "ns_clause", "ns_term", "ns_terms",
+           "row_to_record"]

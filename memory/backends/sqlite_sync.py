@@ -1,0 +1,184 @@
+"""The file side of :class:`~memory.backends.sqlite.SqliteBackend`: transactions, migrations,
+the model check, and keeping the in-memory indexes in step with the file.
+
+Several processes may share a file. Every write transaction bumps a sequence number stored in
+the file and stamps the rows it touched (deletions go to a log); before each operation a backend
+compares the file's sequence with the one its indexes have applied and loads only the
+difference (:meth:`SqliteFileMixin._sync`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import numpy as np
+
+from memory.backends.keyword_index import KeywordIndex
+from memory.backends.sqlite_schema import COLS, MIGRATIONS, apply_migrations, row_to_record
+from memory.backends.vector_index import VectorIndex
+from memory.errors import BackendUnavailable, MemoryBackendError, SchemaMismatch
+from memory.namespace import Namespace
+from memory.records import INDEX_TEXT_VERSION, MemoryRecord, index_text
+from memory.text import fts_document
+
+T = TypeVar("T")
+
+
+class SqliteFileMixin:
+    """Transactions and index synchronisation; ``SqliteBackend.__init__`` sets the state below."""
+
+    path: str
+    embedding_model: str
+    dim: int
+    _conn: sqlite3.Connection
+    _lock: threading.RLock
+    _closed: bool
+    _index: VectorIndex
+    _kw: KeywordIndex
+    _records: OrderedDict[int, MemoryRecord]
+    _applied_seq: int
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            msg = str(exc)
+            if "locked" in msg or "busy" in msg or "unable to open" in msg or "disk I/O" in msg:
+                raise BackendUnavailable(f"SQLite store {self.path!r} is unavailable: {msg}") from exc
+            raise MemoryBackendError(f"SQLite error on {self.path!r}: {msg}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise MemoryBackendError(f"SQLite error on {self.path!r}: {exc}") from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MemoryBackendError("this backend is closed; open a new one")
+
+    def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
+        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
+        with self._lock, self._translate():
+            self._check_open()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._sync()  # catch up with other writers before applying ours
+                self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq'")
+                seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+                result = fn(self._conn, seq)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                # Our indexes may hold changes that were rolled back: rebuild them from the file.
+                self._reset_indexes()
+                self._sync()
+                raise
+            self._applied_seq = seq
+            return result
+
+    def _migrate(self) -> None:
+        with self._translate():
+            apply_migrations(self._conn, "schema_migrations", MIGRATIONS)
+
+    def _check_model(self) -> None:
+        with self._translate():
+            rows = dict(self._conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+            ).fetchall())
+            if not rows:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('embedding_model', ?), ('embedding_dim', ?)",
+                    (self.embedding_model, str(self.dim)),
+                )
+                self._conn.execute("COMMIT")
+                rows = dict(self._conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+                ).fetchall())
+        if rows.get("embedding_model") != self.embedding_model or int(rows.get("embedding_dim", -1)) != self.dim:
+            raise SchemaMismatch(
+                f"the store {self.path!r} was built with embedding model {rows.get('embedding_model')!r} "
+                f"(dim {rows.get('embedding_dim')}), but it was opened with {self.embedding_model!r} "
+                f"(dim {self.dim}). Open it with the same model (MEMORY_EMBEDDING__MODEL), or use "
+                "another MEMORY_PATH for the new model."
+            )
+
+    def _index_version(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _reindex_if_stale(self) -> None:
+        """Re-tokenize every row once when the file was indexed under another INDEX_TEXT_VERSION.
+
+        Rows are re-stamped with the new sequence number, so other processes reload their terms.
+        """
+        with self._translate():
+            if self._index_version(self._conn) == INDEX_TEXT_VERSION:
+                return
+
+        def do(conn: sqlite3.Connection, seq: int) -> None:
+            if self._index_version(conn) == INDEX_TEXT_VERSION:  # another process just did it
+                return
+            rows = conn.execute(f"SELECT {COLS} FROM memories").fetchall()
+            conn.executemany("UPDATE memories_fts SET terms = ? WHERE rowid = ?",
+                             [(fts_document(index_text(row_to_record(row))), row[0]) for row in rows])
+            conn.execute("UPDATE memories SET seq = ?", (seq,))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('index_text_version', ?)"
+                         " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(INDEX_TEXT_VERSION),))
+
+        self._write(do)
+        self._reset_indexes()  # the write above synced the old terms into our indexes
+
+    def _sync(self) -> None:
+        """Bring the in-memory vector index up to the file's sequence number."""
+        db_seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+        if db_seq == self._applied_seq:
+            return
+        if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
+            self._reset_indexes()
+        elif self._applied_seq:
+            floor = self._conn.execute("SELECT value FROM meta WHERE key = 'deletions_floor'").fetchone()
+            if floor is not None and self._applied_seq < int(floor[0]):
+                # Deletions we have not applied were pruned from the log: rebuild from the rows.
+                self._reset_indexes()
+        for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
+            self._index.remove(rid)
+            self._kw.remove(rid)
+            self._records.pop(rid, None)
+        for rid, ns, blob, terms in self._conn.execute(
+            "SELECT m.rid, m.ns, m.vector, f.terms FROM memories AS m"
+            " LEFT JOIN memories_fts AS f ON f.rowid = m.rid WHERE m.seq > ?", (self._applied_seq,)
+        ):
+            namespace = tuple(ns.split("/"))
+            self._records.pop(rid, None)
+            self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
+            self._index_terms(rid, namespace, (terms or "").split())
+        self._applied_seq = db_seq
+
+    # The deletion log tells other processes which rows to drop from their indexes. It is cut
+    # back to its newest DELETION_LOG_KEEP entries once it holds twice that many; a process that
+    # was behind the cut (meta 'deletions_floor') rebuilds its indexes from the rows instead.
+    DELETION_LOG_KEEP = 50_000
+
+    def _prune_deletions(self, conn: sqlite3.Connection) -> None:
+        (n,) = conn.execute("SELECT COUNT(*) FROM deletions").fetchone()
+        if n <= 2 * self.DELETION_LOG_KEEP:
+            return
+        (cut,) = conn.execute("SELECT seq FROM deletions ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                              (self.DELETION_LOG_KEEP,)).fetchone()
+        conn.execute("DELETE FROM deletions WHERE seq <= ?", (cut,))
+        conn.execute("INSERT INTO meta (key, value) VALUES ('deletions_floor', ?) ON CONFLICT (key)"
+                     " DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (cut,))
+
+    def _reset_indexes(self) -> None:
+        self._index = VectorIndex(self.dim)
+        self._kw = KeywordIndex()
+        self._records.clear()
+        self._applied_seq = 0
+
+    def _index_terms(self, rid: int, ns: Namespace, terms: list[str]) -> None:
+        # FTS5's document length counts the namespace column's tokens too (one per ancestor).
+        self._kw.add(rid, ns, terms, doc_len=len(terms) + len(ns))
