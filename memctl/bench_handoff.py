@@ -128,6 +128,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
             warm = {"messages": [HumanMessage(tasks[-1])], "active": {"agent": "text2sql", "task": tasks[-1]}}
             pre["text2sql"](warm, config, runtime)
             rows: list[tuple[str, float, float]] = []
+            injected: list[int] = []  # tokens each pre-node injected (policy.injection: full | compact)
             errors = 0
             for i in range(handoffs):
                 agent, task = AGENTS[i % len(AGENTS)], tasks[i]
@@ -136,6 +137,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 t0 = time.perf_counter()
                 out = pre[agent](state, config, runtime)
                 pre_ms = (time.perf_counter() - t0) * 1000
+                injected.append(sum(e["tokens"] for e in out.get("memory_log") or [] if e["kind"] == "injected"))
                 time.sleep(agent_ms / 1000)  # the sub-agent's model time, not timed
                 state.update(out)
                 state["last_result"] = {"agent": agent, "text": "ok", "memory_items": _items(agent, task, i)}
@@ -170,6 +172,8 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
         "n_memories": n_memories, "handoffs": handoffs, **summary(rows), **extra, "write_behind": write_behind,
         "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
         "errors": errors,
+        "injected_tokens": {"mode": base.policy.injection, "mean": round(pystats.fmean(injected), 1),
+                            "p50": pystats.median(injected), "p95": _pct(injected, 0.95), "max": max(injected)},
         "config": {"embedding_model": base.embedding.model, "users": 10, "kinds": list(KINDS),
                    "user_share": 0.1, "context_budget": base.policy.summary_max_tokens},
     }

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from memctl import cli_tools
+from memctl import cli_docs, cli_mcp, cli_tools
 from memctl.cli_common import _errors, _manager, _print_json, _service, _settings, app, out
 from memory.errors import InvalidInput, NotFound
 
@@ -28,6 +28,8 @@ __all__ = ["app"]
 
 
 def _hits_table(hits: list[SearchHit]) -> Table:
+    from memory.collections import citation
+
     t = Table(show_lines=False)
     for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content", "id"):
         t.add_column(col, overflow="fold")
@@ -35,7 +37,7 @@ def _hits_table(hits: list[SearchHit]) -> Table:
         b = h.breakdown
         t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
                   f"{b.decay:.3f}", f"{b.boost:.2f}", "/".join(h.record.namespace),
-                  h.record.content[:120], h.record.id[:12])
+                  " ".join(filter(None, (citation(h.record), h.record.content[:120]))), h.record.id[:12])
     return t
 
 
@@ -288,6 +290,8 @@ def _register_tools() -> None:
 
     cli_tools.register(app)
     register(app, load_settings=_settings)
+    cli_docs.register(app)  # collection, index, export, import, eval collections
+    cli_mcp.register(app)
 
 
 _register_tools()

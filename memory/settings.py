@@ -141,6 +141,11 @@ class PolicySettings(BaseModel):
         description="English paraphrase model the dedupe rules consult for pairs they call distinct "
         "(packaged int8 ONNX, loaded on first use); null = rules only",
     )
+    injection: Literal["full", "compact"] = Field(
+        "full",
+        description="what the Supervisor injects before a handoff: whole memories (full) or one line each "
+        "(compact: first line, date, id; see memory.disclosure)",
+    )
     write_behind: bool = Field(
         True,
         description="post-handoff writes run on a background thread; searches wait only for pending "

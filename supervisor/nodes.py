@@ -31,6 +31,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from memory.disclosure import ID_CHARS, compact_block
 from memory.errors import MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
@@ -189,10 +190,16 @@ def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namesp
     return ranked
 
 
-def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budget: int) -> str:
+def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budget: int,
+            always_on: tuple[str, ...] = ALWAYS_ON) -> str:
     if not hits or budget <= 0:
         s.emit("injected", tokens=0, budget=budget, text="", used=[])
         return ""
+    if mm.settings.policy.injection == "compact":  # progressive disclosure: one line per memory
+        text = compact_block(hits, goal, budget, whole=lambda h: h.record.namespace[0] in always_on)
+        used = [h.record.id for h in hits if f" {h.record.id[:ID_CHARS]}]" in text]
+        s.emit("injected", tokens=count_tokens(text), budget=budget, text=text, used=used, mode="compact")
+        return text
     text = s.guard("summarize", lambda: mm.summarize(hits, goal, budget), "") or ""
     if count_tokens(text) > budget:  # a model summary may overshoot; the deterministic one never does
         text = summarize_block(hits, goal, budget)
@@ -234,7 +241,7 @@ def make_entry_node(manager: MemoryManager, budget: int,
         context = ""
         if decision.should_read and text.strip():
             hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
-            context = _inject(manager, s, hits, text, budget)
+            context = _inject(manager, s, hits, text, budget, always_on)
         return {"memory_context": context, **turn_reset, **s.update(state, reset=True)}
 
     return memory_entry
@@ -255,7 +262,7 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
         if decision.should_read:
             hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
                            always_on)
-            context = _inject(manager, s, hits, task, budget)
+            context = _inject(manager, s, hits, task, budget, always_on)
         return {"agent_context": context, **s.update(state)}
 
     return memory_pre

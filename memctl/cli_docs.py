@@ -1,0 +1,247 @@
+"""``memctl collection add|list|remove``, ``memctl index``, ``memctl export``, ``memctl import``
+and ``memctl eval collections``: memory that lives in Markdown files.
+
+Collections index folders of notes (read-only, :mod:`memory.collections`); export/import turn a
+namespace into a ``MEMORY.md`` a person can edit and import back, and the audit log into daily
+notes (:mod:`memory.markdown_io`). Library imports happen inside the commands (see
+:mod:`memctl.cli`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from memctl.cli_common import _errors, _manager, _print_json, _progress, _settings, eval_app, out
+from memory.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from memory.collections import Collections, IndexReport
+
+collection_app = typer.Typer(help="Folders of Markdown notes, indexed read-only into namespace docs/NAME.",
+                             no_args_is_help=True)
+
+
+@contextlib.contextmanager
+def _collections() -> Iterator[Collections]:
+    from memory.collections import Collections
+
+    with _manager() as mm:
+        docs = Collections(mm.service, mm.audit)
+        try:
+            yield docs
+        finally:
+            docs.close()
+
+
+def _print_reports(reports: list[IndexReport], as_json: bool) -> None:
+    if as_json:
+        _print_json([r.as_dict() for r in reports])
+        return
+    if not reports:
+        out.print("no collections; add one with `memctl collection add NAME DIR`")
+    for r in reports:
+        out.print(f"{r.collection}: {r.files} files — {len(r.added)} added, {len(r.changed)} changed, "
+                  f"{len(r.removed)} removed, {r.unchanged} unchanged; {r.chunks_written} chunks written, "
+                  f"{r.chunks_deleted} deleted in {r.seconds:.2f} s", highlight=False, markup=False)
+        for e in r.errors:
+            out.print(f"  warning: {e}", highlight=False, markup=False)
+
+
+@collection_app.command("add")
+@_errors
+def collection_add(
+    name: Annotated[str, typer.Argument(help="Collection name (its chunks live in namespace docs/NAME)")],
+    directory: Annotated[Path, typer.Argument(help="Folder of Markdown files (read, never written)")],
+    glob: Annotated[str, typer.Option("--glob", help="Which files, relative to the folder")] = "**/*.md",
+    no_index: Annotated[bool, typer.Option("--no-index", help="Only register; index later with `memctl index`")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Register a folder of notes and index it."""
+    with _collections() as docs:
+        col = docs.add(name, directory, glob)
+        reports = [] if no_index else docs.index(name)
+    if as_json:
+        _print_json({"collection": col.as_dict(), "index": [r.as_dict() for r in reports]})
+        return
+    out.print(f"collection {col.name}: {col.root} ({col.glob}) → namespace docs/{col.name}",
+              highlight=False, markup=False)
+    if reports:
+        _print_reports(reports, False)
+
+
+@collection_app.command("list")
+@_errors
+def collection_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The collections, their folders and what is indexed."""
+    with _collections() as docs:
+        cols = docs.list()
+    if as_json:
+        _print_json([c.as_dict() for c in cols])
+        return
+    if not cols:
+        out.print("no collections; add one with `memctl collection add NAME DIR`")
+        return
+    t = Table("name", "folder", "glob", "files", "chunks", "indexed")
+    for c in cols:
+        t.add_row(c.name, c.root, c.glob, str(c.files), str(c.chunks),
+                  c.indexed_at.strftime("%Y-%m-%d %H:%M") if c.indexed_at else "never")
+    out.print(t)
+
+
+@collection_app.command("remove")
+@_errors
+def collection_remove(
+    name: Annotated[str, typer.Argument(help="Collection name")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Drop a collection's chunks from the store (its files are not touched)."""
+    with _collections() as docs:
+        n = docs.remove(name)
+    _print_json({"removed": name, "chunks_deleted": n}) if as_json else out.print(
+        f"removed collection {name}: {n} chunks deleted (files untouched)", highlight=False, markup=False)
+
+
+@_errors
+def index(
+    name: Annotated[str | None, typer.Argument(help="Collection (default: all)")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Re-chunk every file, changed or not")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep indexing changes until interrupted")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between --watch passes")] = 2.0,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Index what changed in the collections' files (by content hash); deleted files leave the index."""
+    with _collections() as docs:
+        reports = docs.index(name, full=full)
+        _print_reports(reports, as_json)
+        if watch:
+            out.print(f"watching every {interval:g} s; Ctrl-C stops", highlight=False)
+            with contextlib.suppress(KeyboardInterrupt):
+                docs.watch(name, interval=interval, on_report=lambda r: _print_reports([r], as_json))
+
+
+@_errors
+def export(
+    ns: Annotated[list[str] | None, typer.Option("--ns", help="Namespace prefix (repeatable with --daily)")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Output format (md)")] = "md",
+    out_file: Annotated[Path, typer.Option("--out", help="MEMORY.md to write")] = Path("MEMORY.md"),
+    daily: Annotated[Path | None, typer.Option("--daily", help="Write YYYY-MM-DD.md files of each day's writes here")]
+    = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files that were edited by hand")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Write memories as Markdown: MEMORY.md (--ns NS) or daily notes (--daily DIR)."""
+    from memory.markdown_io import render_daily_notes, render_memory_md, write_guarded
+    from memory.namespace import parse_namespace
+
+    if fmt != "md":
+        raise InvalidInput(f"--format {fmt!r} is not supported; use --format md")
+    if daily is None and not ns:
+        raise InvalidInput("give --ns NS (MEMORY.md of that namespace) or --daily DIR (daily notes)")
+    if daily is None and len(ns or []) > 1:
+        raise InvalidInput("MEMORY.md holds one namespace prefix: give --ns once")
+    prefixes = [parse_namespace(n) for n in ns or []]
+    with _manager() as mm:
+        if daily is not None:
+            events = [e for e in mm.audit.events(limit=10**9) if e.namespace and not e.namespace.startswith("docs/")
+                      and (not prefixes or any(parse_namespace(e.namespace)[:len(p)] == p for p in prefixes))]
+            files = {daily / f"{day}.md": text for day, text in render_daily_notes(events).items()}
+        else:
+            recs = mm.service.list(prefixes[0], limit=10**9)
+            files = {out_file: render_memory_md(recs, "/".join(prefixes[0]))}
+    status = {str(p): write_guarded(p, text, force=force) for p, text in files.items()}
+    edited = [p for p, s in status.items() if s == "edited"]
+    if as_json:
+        _print_json({"files": status})
+    else:
+        for p, s in status.items():
+            if s != "edited":
+                out.print(f"{s} {p}", highlight=False, markup=False)
+        if not files:
+            out.print("nothing was written to memory in these namespaces")
+    if edited:
+        raise InvalidInput(f"not overwritten (edited by hand): {', '.join(edited)}; import the edits first "
+                           "(`memctl import FILE`) or pass --force")
+
+
+@_errors
+def import_(
+    file: Annotated[Path, typer.Argument(help="An exported (and edited) MEMORY.md")],
+    ns: Annotated[str | None, typer.Option("--ns", help="Namespace for a file without a memctl header")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Apply a MEMORY.md's edits: edited bullets update, new ones are added, deleted ones removed (audited)."""
+    from memory.markdown_io import apply_import, parse_memory_md, plan_import
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{file} does not exist; export one with `memctl export --ns NS --format md`") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{file} is not UTF-8 text (bad byte at {exc.start}); nothing was imported") from None
+    parsed = parse_memory_md(text, ns)
+    with _manager() as mm:
+        plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=10**9))
+        result: dict[str, Any] = plan.as_dict() if dry_run else apply_import(mm, plan, source_name=str(file)).as_dict()
+    if as_json:
+        _print_json({"dry_run": dry_run, **result})
+    else:
+        if dry_run:
+            out.print(f"would add {len(result['add'])}, update {len(result['update'])}, remove "
+                      f"{len(result['remove'])}; {result['unchanged']} unchanged", highlight=False)
+        else:
+            statuses = [a["status"] for a in result["added"]]
+            out.print(f"added {len(statuses)} ({', '.join(f'{s} {statuses.count(s)}' for s in dict.fromkeys(statuses))})"
+                      f", updated {len(result['updated'])}, removed {len(result['removed'])} (restorable with "
+                      f"`memctl restore ID`); {result['unchanged']} unchanged", highlight=False, markup=False)
+        for c in result["conflicts"]:
+            out.print(f"conflict: {c}", highlight=False, markup=False)
+    if result["conflicts"]:
+        raise typer.Exit(1)
+
+
+@_errors
+def eval_collections(
+    data: Annotated[Path, typer.Option("--data", help="Folder with notes/ and questions.jsonl")],
+    edits: Annotated[int, typer.Option(help="Files edited one at a time for the re-index timing")] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Index time, re-index time after one edit, and R@k / MRR of a Markdown folder (temporary store)."""
+    from memctl.eval_collections import run_collection_eval
+
+    with _progress() as bar:
+        task = bar.add_task("questions", total=None)
+        result = run_collection_eval(data, settings=_settings(path=":memory:"), edits=edits,
+                                     progress=lambda _s, d, t: bar.update(task, completed=d, total=t))
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("slice", "n", "R@1", "R@5", "R@10", "MRR")
+    rows = ([("overall", result["overall"])] + [(f"lang {k}", v) for k, v in result["by_lang"].items()]
+            + [(k, v) for k, v in result["by_language_pair"].items()])
+    for name, m in rows:
+        t.add_row(name, str(m["n"]), f"{m['R@1']:.3f}", f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
+    out.print(t)
+    tm = result["timing"]
+    out.print(f"{tm['files']} files, {tm['chunks']} chunks: index {tm['index_s']} s (cpu {tm['index_cpu_s']} s), "
+              f"re-index unchanged {tm['reindex_unchanged_s']} s, after one edit {tm['reindex_one_edit_s']} s; "
+              f"search p50 {tm['search_p50_ms']} ms", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``collection``, ``index``, ``export``, ``import`` and ``eval collections`` to ``app``."""
+    app.add_typer(collection_app, name="collection")
+    app.command("index")(index)
+    app.command("export")(export)
+    app.command("import")(import_)
+    eval_app.command("collections")(eval_collections)
+
+
+__all__ = ["collection_app", "register"]
