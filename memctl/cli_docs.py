@@ -178,7 +178,7 @@ def import_(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Apply a MEMORY.md's edits: edited bullets update, new ones are added, deleted ones removed (audited)."""
-    from memory.markdown_io import apply_import, parse_memory_md, plan_import
+    from memory.markdown_io import apply_import, parse_memory_md, plan_import, touched_since
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -188,7 +188,8 @@ def import_(
         raise InvalidInput(f"{file} is not UTF-8 text (bad byte at {exc.start}); nothing was imported") from None
     parsed = parse_memory_md(text, ns)
     with _manager() as mm:
-        plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=10**9))
+        plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=10**9),
+                           touched_since(mm.audit, parsed.namespace, parsed.exported_at))
         result: dict[str, Any] = plan.as_dict() if dry_run else apply_import(mm, plan, source_name=str(file)).as_dict()
     if as_json:
         _print_json({"dry_run": dry_run, **result})
@@ -198,7 +199,8 @@ def import_(
                       f"{len(result['remove'])}; {result['unchanged']} unchanged", highlight=False)
         else:
             statuses = [a["status"] for a in result["added"]]
-            out.print(f"added {len(statuses)} ({', '.join(f'{s} {statuses.count(s)}' for s in dict.fromkeys(statuses))})"
+            kinds = ", ".join(f"{s} {statuses.count(s)}" for s in dict.fromkeys(statuses))
+            out.print(f"added {len(statuses)} ({kinds})"
                       f", updated {len(result['updated'])}, removed {len(result['removed'])} (restorable with "
                       f"`memctl restore ID`); {result['unchanged']} unchanged", highlight=False, markup=False)
         for c in result["conflicts"]:

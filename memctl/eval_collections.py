@@ -57,7 +57,8 @@ def _load_questions(path: Path) -> list[dict[str, Any]]:
 
 def _metrics(ranks: list[int | None]) -> dict[str, Any]:
     n = len(ranks)
-    return {"n": n, **{f"R@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 4) for k in (1, 3, 5, 10)},
+    return {"n": n,
+            **{f"R@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 4) for k in (1, 3, 5, 10)},
             "MRR": round(sum(1 / r for r in ranks if r is not None) / n, 4)}
 
 
@@ -142,7 +143,8 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
         # question language vs the language of the note it is answered in (most Han characters or words)
         "by_language_pair": {k: _metrics(v) for k, v in sorted(by["pair"].items())},
         "timing": {"files": first.files, "chunks": chunks, "model_load_s": round(model_load_s, 3),
-                   "index_s": round(index_s, 3), "index_cpu_s": round(index_cpu, 3), "reindex_unchanged_s": round(unchanged_s, 4),
+                   "index_s": round(index_s, 3), "index_cpu_s": round(index_cpu, 3),
+                   "reindex_unchanged_s": round(unchanged_s, 4),
                    "reindex_one_edit_s": round(statistics.median(edit_s), 4) if edit_s else None,
                    "reindex_one_edit_max_s": round(max(edit_s), 4) if edit_s else None,
                    "search_p50_ms": round(lat[len(lat) // 2], 2), "search_p95_ms": round(lat[int(len(lat) * .95)], 2)},

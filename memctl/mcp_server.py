@@ -175,9 +175,10 @@ class ScopedMemory:
     def save(self, content: str, namespace: str | None = None, type: str | None = None,
              tags: list[str] | None = None) -> str:
         if namespace is None:
-            if len(self.scopes) != 1:
+            writable = [s for s in self.scopes if s[0] != DOCS]  # docs/... are read-only
+            if len(writable) != 1:
                 raise InvalidInput("this server serves several namespaces; say which one with namespace=")
-            ns = self.scopes[0]
+            ns = writable[0]
         else:
             ns = self._namespaces(namespace)[0]
         if ns[0] == DOCS:

@@ -214,11 +214,29 @@ class ImportPlan:
                 "unchanged": self.unchanged, "conflicts": self.conflicts}
 
 
-def plan_import(parsed: ParsedExport, current: Iterable[MemoryRecord]) -> ImportPlan:
-    """Compare the file with the store's current memories under its namespace."""
+def touched_since(audit: Any, namespace: Namespace, since: datetime | None) -> set[str]:
+    """Ids of memories under ``namespace`` the audit log shows written to after ``since``
+    (updated, merged, restored, ...): an import leaves those alone."""
+    if since is None:
+        return set()
+    return {e.memory_id for e in audit.events(namespace=namespace, limit=10**9)
+            if e.memory_id and e.action != "search" and e.ts > since}
+
+
+def plan_import(parsed: ParsedExport, current: Iterable[MemoryRecord], touched: set[str] | frozenset[str] = frozenset()
+                ) -> ImportPlan:
+    """Compare the file with the store's current memories under its namespace.
+
+    ``touched``: ids written to after the export by other means than their ``updated_at`` shows
+    (e.g. restored from the trash; see :func:`touched_since`); they count as changed since.
+    """
     plan = ImportPlan(parsed.namespace)
     live = {r.id: r for r in current if is_prefix(parsed.namespace, r.namespace)}
     since = parsed.exported_at
+
+    def changed(r: MemoryRecord) -> bool:
+        return since is not None and (r.updated_at > since or r.id in touched)
+
     in_file: set[str] = set()
     for b in parsed.bullets:
         if b.id is None:
@@ -238,7 +256,7 @@ def plan_import(parsed: ParsedExport, current: Iterable[MemoryRecord]) -> Import
             plan.conflicts.append(f"line {b.line}: memory {b.id} lives in {ns_key(r.namespace)}, not "
                                   f"{ns_key(b.namespace)}; moving memories between namespaces is not supported")
             continue
-        if since is not None and r.updated_at > since:
+        if changed(r):
             plan.conflicts.append(f"line {b.line}: memory {b.id} changed in the store after the export; "
                                   "your edit was not applied — export again and redo it")
             continue
@@ -246,8 +264,8 @@ def plan_import(parsed: ParsedExport, current: Iterable[MemoryRecord]) -> Import
     for mid, r in live.items():
         if mid in in_file or since is None:
             continue  # without an export time we cannot know what the file left out on purpose
-        if r.updated_at > since:
-            continue  # written after the export: not in the file because it did not exist yet
+        if changed(r):
+            continue  # written after the export: not in the file because it did not exist yet (or came back)
         plan.remove.append(r)
     return plan
 
@@ -354,4 +372,4 @@ def write_guarded(path: Path, text: str, *, force: bool = False) -> WriteStatus:
 
 
 __all__ = ["Bullet", "ImportPlan", "ImportResult", "ParsedExport", "apply_import", "parse_memory_md",
-           "plan_import", "render_daily_notes", "render_memory_md", "write_guarded"]
+           "plan_import", "render_daily_notes", "render_memory_md", "touched_since", "write_guarded"]

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN = {"memctl", "supervisor", "agents"}
+FORBIDDEN = {"memctl", "supervisor", "agents", "mcp"}  # mcp: the MCP server is a tool (memctl)
 
 
 def _imported_modules(path: Path) -> list[tuple[int, str]]:
