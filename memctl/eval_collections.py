@@ -65,10 +65,13 @@ def _metrics(ranks: list[int | None]) -> dict[str, Any]:
 def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max_chars: int | None = None,
                         progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Index ``data/notes`` in a temp store, time it, and score ``data/questions.jsonl``."""
+    from memctl.mcp_server import compact_line
     from memory.collections import Collections
     from memory.markdown_chunks import DEFAULT_MAX_CHARS
+    from memory.records import record_to_dict
     from memory.service import MemoryService
     from memory.settings import MemorySettings
+    from memory.text import count_tokens
 
     data = Path(data)
     notes = data / "notes"
@@ -98,11 +101,16 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
             unchanged_s = time.perf_counter() - t0
             ranks: list[int | None] = []
             lat: list[float] = []
+            compact_tokens: list[int] = []  # per hit: the MCP search line vs the full record
+            full_tokens: list[int] = []
             misses = []
             for i, q in enumerate(questions):
                 t0 = time.perf_counter()
                 hits = svc.search(q["question"], ("docs", NAME), top_k=10)
                 lat.append((time.perf_counter() - t0) * 1000)
+                for h in hits[:5]:
+                    compact_tokens.append(count_tokens(compact_line(h.record, h.score)))
+                    full_tokens.append(count_tokens(json.dumps(record_to_dict(h.record), ensure_ascii=False)))
                 rank = next((r for r, h in enumerate(hits, 1) if h.record.metadata.extra.get("path") == q["path"]
                              and q["answer"] in h.record.content), None)
                 ranks.append(rank)
@@ -148,6 +156,9 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
                    "reindex_one_edit_s": round(statistics.median(edit_s), 4) if edit_s else None,
                    "reindex_one_edit_max_s": round(max(edit_s), 4) if edit_s else None,
                    "search_p50_ms": round(lat[len(lat) // 2], 2), "search_p95_ms": round(lat[int(len(lat) * .95)], 2)},
+        # estimated tokens (memory.text.count_tokens) per top-5 hit: MCP `search` line vs `get` record
+        "tokens_per_hit": {"compact": round(statistics.fmean(compact_tokens), 1),
+                           "full_record": round(statistics.fmean(full_tokens), 1)},
         "config": {"max_chars": max_chars or DEFAULT_MAX_CHARS, "embedding": st.embedding.model,
                    "top_k": 10, "questions": len(questions)},
         "misses": misses,

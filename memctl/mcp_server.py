@@ -38,6 +38,21 @@ what is stored: the reply says added, merged, updated or skipped); `forget` remo
 Markdown notes (namespaces docs/...) cite file:line and are read-only."""
 
 
+def compact_line(r: MemoryRecord, score: float | None = None, when: str = "%Y-%m-%d", short: str | None = None
+                 ) -> str:
+    """``id score date namespace [path:line] first-line`` — what search and timeline show per memory."""
+    from memory.collections import citation
+
+    parts = [short or r.id[:SHORT_ID]]
+    if score is not None:
+        parts.append(f"{score:.2f}")
+    parts += [f"{r.updated_at:{when}}", ns_key(r.namespace)]
+    if citation(r):
+        parts.append(f"{r.metadata.extra.get('path')}:{r.metadata.extra.get('line_start')}")
+    parts.append(first_line(r.content))
+    return " ".join(parts)
+
+
 class ScopedMemory:
     """The memory operations an MCP client may use, confined to ``scopes`` (namespace prefixes).
 
@@ -90,16 +105,7 @@ class ScopedMemory:
 
     # ------------------------------------------------------------------ compact lines
     def _line(self, r: MemoryRecord, score: float | None = None, when: str = "%Y-%m-%d") -> str:
-        from memory.collections import citation
-
-        parts = [self._short(r.id)]
-        if score is not None:
-            parts.append(f"{score:.2f}")
-        parts += [f"{r.updated_at:{when}}", ns_key(r.namespace)]
-        if citation(r):
-            parts.append(f"{r.metadata.extra.get('path')}:{r.metadata.extra.get('line_start')}")
-        parts.append(first_line(r.content))
-        return " ".join(parts)
+        return compact_line(r, score, when, self._short(r.id))
 
     # ------------------------------------------------------------------ tools
     def search(self, query: str, k: int = 5, namespace: str | None = None, type: str | None = None) -> str:
@@ -267,4 +273,4 @@ def serve(manager: Any, scopes: Sequence[str], *, http_port: int | None = None, 
         server.run("streamable-http", host=host, port=http_port)
 
 
-__all__ = ["INSTRUCTIONS", "ScopedMemory", "build_server", "serve"]
+__all__ = ["INSTRUCTIONS", "ScopedMemory", "build_server", "compact_line", "serve"]
