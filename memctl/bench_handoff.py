@@ -129,6 +129,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
             pre["text2sql"](warm, config, runtime)
             rows: list[tuple[str, float, float]] = []
             injected: list[int] = []  # tokens each pre-node injected (policy.injection: full | compact)
+            injected_n: list[int] = []  # memories it injected
             errors = 0
             for i in range(handoffs):
                 agent, task = AGENTS[i % len(AGENTS)], tasks[i]
@@ -137,7 +138,9 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 t0 = time.perf_counter()
                 out = pre[agent](state, config, runtime)
                 pre_ms = (time.perf_counter() - t0) * 1000
-                injected.append(sum(e["tokens"] for e in out.get("memory_log") or [] if e["kind"] == "injected"))
+                inj = [e for e in out.get("memory_log") or [] if e["kind"] == "injected"]
+                injected.append(sum(e["tokens"] for e in inj))
+                injected_n.append(sum(len(e["used"]) for e in inj))
                 time.sleep(agent_ms / 1000)  # the sub-agent's model time, not timed
                 state.update(out)
                 state["last_result"] = {"agent": agent, "text": "ok", "memory_items": _items(agent, task, i)}
@@ -173,7 +176,8 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
         "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
         "errors": errors,
         "injected_tokens": {"mode": base.policy.injection, "mean": round(pystats.fmean(injected), 1),
-                            "p50": pystats.median(injected), "p95": _pct(injected, 0.95), "max": max(injected)},
+                            "p50": pystats.median(injected), "p95": _pct(injected, 0.95), "max": max(injected),
+                            "memories_mean": round(pystats.fmean(injected_n), 2)},
         "config": {"embedding_model": base.embedding.model, "users": 10, "kinds": list(KINDS),
                    "user_share": 0.1, "context_budget": base.policy.summary_max_tokens},
     }

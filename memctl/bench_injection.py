@@ -48,8 +48,10 @@ def demo_injection(mode: str, embedder: Any = None) -> dict[str, Any]:
         runner = ScenarioRunner(load_scenario(None), st, embedder=embedder, reports_dir=Path(tmp) / "reports",
                                 on_event=on_event)
         out = runner.run()
+    pre = [e for e in events if e["step"] == "pre"]
     return {"mode": mode,
-            "per_handoff": _stats([e["tokens"] for e in events if e["step"] == "pre"]),
+            "per_handoff": {**_stats([e["tokens"] for e in pre]),
+                            "memories_mean": round(statistics.fmean([len(e["used"]) for e in pre]), 2) if pre else 0},
             "per_turn_entry": _stats([e["tokens"] for e in events if e["step"] == "entry"]),
             "checks_passed": f"{sum(c['ok'] for c in out['checks'])}/{len(out['checks'])}",
             "expectations_met": f"{sum(e['found'] for e in out['expectations'])}/{len(out['expectations'])}",

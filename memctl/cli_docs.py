@@ -237,13 +237,47 @@ def eval_collections(
               f"search p50 {tm['search_p50_ms']} ms", highlight=False)
 
 
+@_errors
+def eval_injection(
+    sizes: Annotated[str, typer.Option(help="Stored memories for the handoff simulation, comma-separated")]
+    = "1000,10000",
+    handoffs: Annotated[int, typer.Option(help="Handoffs per size and mode")] = 60,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Tokens injected per handoff with policy.injection full vs compact (demo scenario + handoff simulation)."""
+    from memctl.bench_injection import run_injection_bench
+
+    try:
+        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    if not size_list or min(size_list) < 20 or handoffs < 1:
+        raise InvalidInput("--sizes must list sizes >= 20 and --handoffs must be >= 1")
+    result = run_injection_bench(size_list, handoffs)
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("workload", "mode", "handoffs", "tokens mean", "p50", "p95", "max", "memories", "checks")
+    for mode, r in result["demo"].items():
+        h = r["per_handoff"]
+        t.add_row("demo scenario", mode, str(h["n"]), str(h["mean"]), str(h["p50"]), str(h["p95"]), str(h["max"]),
+                  str(h["memories_mean"]), f"{r['checks_passed']} checks, {r['expectations_met']} expectations")
+    for n, modes in result["handoff"].items():
+        for mode, r in modes.items():
+            h = r["per_handoff"]
+            t.add_row(f"simulation, {n} memories", mode, str(r["handoffs"]), str(h["mean"]), str(h["p50"]),
+                      str(h["p95"]), str(h["max"]), str(h["memories_mean"]), "")
+    out.print(t)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``collection``, ``index``, ``export``, ``import`` and ``eval collections`` to ``app``."""
+    """Add ``collection``, ``index``, ``export``, ``import`` and ``eval collections|injection`` to ``app``."""
     app.add_typer(collection_app, name="collection")
     app.command("index")(index)
     app.command("export")(export)
     app.command("import")(import_)
     eval_app.command("collections")(eval_collections)
+    eval_app.command("injection")(eval_injection)
 
 
 __all__ = ["collection_app", "register"]

@@ -127,3 +127,11 @@ def test_light_collection_commands_load_no_model(tmp_path, notes, embedder, args
     rep, out = _memctl(store, tmp_path, *args)
     assert rep == {"code": 0, "heavy": []}, out
     assert json.loads(out)
+
+
+def test_mcp_command_rejects_bad_options_before_serving(tmp_path):
+    store = tmp_path / "memory.sqlite"
+    for args, why in ((["mcp", "--ns", "user_profile//u1"], "empty label"), (["mcp", "--ns", "u1", "--http", "0"], "port"),
+                      (["mcp"], "--ns")):
+        r = run(store, *args)
+        assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
