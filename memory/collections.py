@@ -170,7 +170,7 @@ class _Pending:
     sha: str
     ids: list[str]
     old_ids: list[str]
-    items: list[Any]
+    records: list[MemoryRecord]
     new: bool
 
 
@@ -353,10 +353,13 @@ class Collections:
                 rep.errors.append(f"{rel}: not UTF-8 (bad byte at {exc.start}); save it as UTF-8; "
                                   "its previous chunks are kept")
                 continue
-            items, ids = self._chunk_items(col, rel, p, text, st.st_mtime_ns, rep)
-            pending.append(_Pending(rel, st.st_size, st.st_mtime_ns, sha, ids, old[4] if old else [], items,
+            chunked = self._chunk_records(col, rel, p, text, st.st_mtime_ns, rep)
+            if chunked is None:
+                continue
+            records, ids = chunked
+            pending.append(_Pending(rel, st.st_size, st.st_mtime_ns, sha, ids, old[4] if old else [], records,
                                     old is None))
-            if sum(len(x.items) for x in pending) >= _BATCH:
+            if sum(len(x.records) for x in pending) >= _BATCH:
                 self._flush(col, pending, rep)
                 pending = []
         self._flush(col, pending, rep)
@@ -383,13 +386,16 @@ class Collections:
         rep.seconds = time.perf_counter() - t0
         return rep
 
-    def _chunk_items(self, col: Collection, rel: str, p: Path, text: str, mtime_ns: int,
-                     rep: IndexReport) -> tuple[list[Any], list[str]]:
+    def _chunk_records(self, col: Collection, rel: str, p: Path, text: str, mtime_ns: int,
+                       rep: IndexReport) -> tuple[list[MemoryRecord], list[str]] | None:
+        """The file's chunks as validated records, or None (reported) when the store would
+        refuse one of them (e.g. NUL characters): the file's previous chunks are then kept."""
         from memory.service import NewMemory
 
         mtime = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
         limit = self.service.settings.max_content_chars
-        items, ids = [], []
+        now = utcnow()
+        records, ids = [], []
         for c in chunk_markdown(text, rel, col.name, max_chars=self.max_chars):
             body = c.text
             if len(body) > limit:  # one enormous line: keep what the store accepts, say so
@@ -402,19 +408,24 @@ class Collections:
             extra = {"collection": col.name, "path": rel, "file": str(p), "heading": c.heading,
                      "line_start": c.line_start, "line_end": c.line_end, "mtime": mtime.isoformat(),
                      "context": "\n".join([ctx] * CONTENT_TERM_WEIGHT)}
-            items.append(NewMemory(body, col.namespace, {"type": "doc", "source": "markdown", "extra": extra},
-                                   id=c.id, created_at=mtime))
+            try:
+                records.append(self.service.build_record(NewMemory(
+                    body, col.namespace, {"type": "doc", "source": "markdown", "extra": extra}, id=c.id,
+                    created_at=mtime), now))
+            except InvalidInput as exc:
+                rep.errors.append(f"{rel}:{c.line_start}: {exc}; the file's previous chunks are kept")
+                return None
             ids.append(c.id)
-        return items, ids
+        return records, ids
 
     def _flush(self, col: Collection, pending: list[_Pending], rep: IndexReport) -> None:
         """Write the chunks of the pending files, drop the chunks they no longer have, then
         record them in the registry (in that order: a crash in between only repeats work)."""
         if not pending:
             return
-        items = [it for x in pending for it in x.items]
-        if items:
-            self._write(items)
+        records = [r for x in pending for r in x.records]
+        if records:
+            self._write(records)
         stale = [i for x in pending for i in sorted(set(x.old_ids) - set(x.ids))]
         if stale:
             self.service.backend.delete(stale)
@@ -431,14 +442,14 @@ class Collections:
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-        rep.chunks_written += len(items)
+        rep.chunks_written += len(records)
         rep.chunks_deleted += len(stale)
         for x in pending:
             (rep.added if x.new else rep.changed).append(x.rel)
             self._audit("index", col, x.rel, reason=f"file {'added' if x.new else 'changed'}: {x.rel}",
                         chunks=len(x.ids))
 
-    def _write(self, items: list[Any]) -> None:
+    def _write(self, records: list[MemoryRecord]) -> None:
         """Embed and upsert chunks: ``v = normalise(embed(text) + CONTEXT_WEIGHT * embed(context))``.
 
         Vectors are computed here rather than by ``MemoryService.write_many`` (whose context
@@ -447,8 +458,6 @@ class Collections:
         """
         import numpy as np
 
-        now = utcnow()
-        records = [self.service.build_record(it, now) for it in items]
         emb = self.service.embedder
         vecs = np.asarray(emb.embed_documents([r.content for r in records]), dtype=np.float32)
         contexts = [str(r.metadata.extra["context"]).split("\n", 1)[0] for r in records]  # one copy of it

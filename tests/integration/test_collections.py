@@ -149,6 +149,13 @@ def test_bad_input_and_unreadable_files_lose_nothing(mm, folder, tmp_path):
         (rep,) = docs.index("notes")
         assert rep.errors and "not UTF-8" in rep.errors[0]
         assert mm.service.count("docs/notes") == n  # its previous chunks are kept
+        (folder / "wiki/gmv.md").write_text("# GMV\n\nA NUL \x00 inside.\n", encoding="utf-8")  # store refuses it
+        (folder / "fine.md").write_text("# Fine\n\nA normal note.\n", encoding="utf-8")
+        _touch_later(folder / "wiki/gmv.md")
+        (rep,) = docs.index("notes")
+        assert rep.added == ["fine.md"] and any("wiki/gmv.md" in e and "NUL" in e for e in rep.errors)
+        assert mm.service.count("docs/notes") == n + 1
+        n += 1
         # removing the collection drops its chunks only; the files stay
         before = _tree(folder)
         mm.remember("User likes bar charts", "user_profile/u1")
