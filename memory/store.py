@@ -26,9 +26,9 @@ What still differs from ``SqliteStore`` is listed in the README ("LangGraph stor
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -79,6 +79,7 @@ from memory.store_items import (
     unpack_vectors,
     value_matches,
 )
+from memory.store_support import StoreSupport
 
 _PAGE = 256
 
@@ -94,7 +95,7 @@ class _Put:
     ttl: float | None
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(StoreSupport, BaseStore):
     """LangGraph ``BaseStore`` over our memory service (SQLite or Qdrant, hybrid search).
 
     Args:
@@ -304,7 +305,8 @@ class MemoryStore(BaseStore):
         """The stored record each (namespace, key) addresses: the adapter's item, or a memory
         written elsewhere whose id is the key (langmem updates and deletes those by id)."""
         keys = list(keys)
-        ids = {item_id(ns, k) for ns, k in keys} | {k for _, k in keys if _id_like(k)}
+        native = {k: _native_id(k) for _, k in keys}
+        ids = {item_id(ns, k) for ns, k in keys} | {i for i in native.values() if i}
         found = {r.id: r for r in self.service.backend.get(sorted(ids))} if ids else {}
         out: dict[tuple[Namespace, str], MemoryRecord] = {}
         for ns, k in keys:
@@ -312,7 +314,7 @@ class MemoryStore(BaseStore):
             if r is not None and r.namespace == ns and is_item(r):
                 out[(ns, k)] = r
                 continue
-            r = found.get(k)
+            r = found.get(native[k] or "")
             if r is not None and r.namespace == ns and not is_item(r):
                 out[(ns, k)] = r
         return out
@@ -457,29 +459,6 @@ class MemoryStore(BaseStore):
                 return out
             page += 1
 
-    def _refresh(self, records: Sequence[MemoryRecord]) -> None:
-        """Extend ``expires_at`` by each item's ttl (items put with a ttl only)."""
-        read = {r.id: r for r in records if is_item(r) and r.metadata.extra.get("ttl_minutes")}
-        if not read:
-            return
-        now = utcnow()
-        backend = self.service.backend
-        # Re-read under our lock and skip items changed since they were read, so a refresh
-        # never writes back an older version over a concurrent put.
-        fresh = [r for r in backend.get(list(read)) if r.updated_at == read[r.id].updated_at]
-        if not fresh:
-            return
-        updated = [r.model_copy(update={"expires_at": now + timedelta(minutes=float(r.metadata.extra["ttl_minutes"]))})  # type: ignore[arg-type]
-                   for r in fresh]
-        get_vectors = getattr(backend, "get_vectors", None)
-        try:
-            vectors = get_vectors([r.id for r in updated]) if callable(get_vectors) else None
-        except NotFound:
-            vectors = None
-        if vectors is None:
-            vectors = self.service.embedder.embed_documents([r.content for r in updated])
-        backend.upsert(updated, vectors)
-
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conds = tuple(op.match_conditions or ())
         namespaces = [ns for ns in (decode_namespace(n) for n in self._live_namespaces())
@@ -508,49 +487,6 @@ class MemoryStore(BaseStore):
                     break
         return [ns for ns in cands if below[ns] - nested[ns] > 0]
 
-    # ------------------------------------------------------------------ TTL sweeping
-    def sweep_ttl(self) -> int:
-        """Delete this adapter's expired items; returns how many."""
-        with self._lock:
-            return self.service.backend.delete(
-                filter={"source": SOURCE, "expires_at": {"$lte": utcnow()}}
-            )
-
-    def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> concurrent.futures.Future[None]:
-        """Sweep expired items periodically in a daemon thread (default: TTLConfig or 5 minutes)."""
-        interval = (
-            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        )
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
-        self._sweeper_stop.clear()
-
-        def run() -> None:
-            try:
-                while not self._sweeper_stop.wait(float(interval) * 60.0):
-                    self.sweep_ttl()
-            finally:
-                done.set_result(None)
-
-        self._sweeper = threading.Thread(target=run, name="memory-store-ttl-sweeper", daemon=True)
-        self._sweeper.start()
-        return done
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; True when it has stopped."""
-        if self._sweeper is None:
-            return True
-        self._sweeper_stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
-
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Stop the sweeper; close the service if this store built it."""
@@ -565,9 +501,17 @@ class MemoryStore(BaseStore):
         self.close()
 
 
-def _id_like(key: str) -> bool:
-    """Whether a key could be a memory id (ids are 1-128 characters without padding or controls)."""
-    return 0 < len(key) <= 128 and key == key.strip() and all(ord(c) >= 32 for c in key)
+def _native_id(key: str) -> str | None:
+    """The memory id a key may name: the key itself, or the hex of a UUID in any spelling
+    (langmem passes ids back as ``str(uuid.UUID(id))``, with hyphens); None when it cannot be one."""
+    if not (0 < len(key) <= 128 and key == key.strip() and all(ord(c) >= 32 for c in key)):
+        return None
+    if len(key) == 36 and key.count("-") == 4:
+        try:
+            return uuid.UUID(key).hex
+        except ValueError:
+            return key
+    return key
 
 
 def make_store() -> MemoryStore:

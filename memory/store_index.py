@@ -63,14 +63,20 @@ class _SyncOrAsync(LangChainEmbedder):
             rows = self._emb.embed_documents(list(texts))
         except (NotImplementedError, ValueError):
             rows = _run(self._emb.aembed_documents(list(texts)))
-        return _unit(rows)
+        return self._checked(_unit(rows))
 
     def embed_query(self, text: str) -> np.ndarray:
         try:
             row = self._emb.embed_query(text)
         except (NotImplementedError, ValueError):
             row = _run(self._emb.aembed_query(text))
-        return _unit([row])[0]
+        return self._checked(_unit([row]))[0]
+
+    def _checked(self, m: np.ndarray) -> np.ndarray:
+        if m.shape[1] != self.dim:
+            raise ValueError(f"index dims={self.dim} but the embedding model returned {m.shape[1]}-d vectors; "
+                             "fix IndexConfig['dims']")
+        return m
 
 
 def _run(coro: Any) -> Any:
