@@ -30,9 +30,9 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from langgraph.store.base import (
@@ -84,9 +84,12 @@ from memory.store_support import StoreSupport
 _PAGE = 256
 
 
-@dataclass(frozen=True)
-class _Put:
-    """A validated PutOp: everything checked before the batch touches the store."""
+class _Put(NamedTuple):
+    """A validated PutOp: everything checked before the batch touches the store.
+
+    (A NamedTuple, not a dataclass: LangGraph Server loads this file by path, outside
+    ``sys.modules``, where ``@dataclass`` cannot resolve its own module.)
+    """
 
     ns: Namespace
     key: str

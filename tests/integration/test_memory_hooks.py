@@ -93,3 +93,19 @@ def test_create_supervisor_gets_cross_session_memory(mm):
     assert "12%" in system_text(analyst_model.calls[-1])
     # Nothing was written twice: one preference, the conclusion once.
     assert len(mm.service.list("user_profile/u1")) == 1
+
+
+def test_model_that_cannot_bind_tools_gets_a_clear_error(mm):
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from agents import default_agents
+    from supervisor.graph import build_supervisor_graph
+
+    fake = GenericFakeChatModel(messages=iter([AIMessage("hi")]))
+    with pytest.raises(TypeError, match="Supervisor's chat model GenericFakeChatModel cannot call tools.*ScriptedChatModel"):
+        build_supervisor_graph(default_agents(ScriptedChatModel()), mm, fake)
+    with pytest.raises(TypeError, match="agent text2sql's chat model GenericFakeChatModel cannot call tools"):
+        build_supervisor_graph(default_agents(fake), mm)
+    # The documented offline way works: no Supervisor model, scripted agents.
+    assert build_supervisor_graph(default_agents(ScriptedChatModel()), mm) is not None
