@@ -43,7 +43,7 @@ def bench(
     = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
     out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
     plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
 ) -> None:
     """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
     import platformdirs
@@ -97,7 +97,7 @@ def bench(
 def eval_retrieval(
     data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
     conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
 ) -> None:
     """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
     from memctl.evaluation import run_retrieval_eval
@@ -131,8 +131,8 @@ def eval_retrieval(
 @_errors
 def eval_dedupe(
     pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-    show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    show_pairs: Annotated[bool, typer.Option("--details/--no-details", help="Include the per-pair outcomes")] = False,
 ) -> None:
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
     from memctl.evaluation import run_dedupe_eval
