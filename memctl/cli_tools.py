@@ -22,12 +22,19 @@ def demo(
         "--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
     scenario: Annotated[str | None,
                         typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet/--no-quiet", "-q",
+                                        help="One screen: a line per session, then the checks")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose/--no-verbose", "-v",
+                                          help="Every routing decision and every scored hit")] = False,
 ) -> None:
     """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
     from memctl.demo import run_demo
 
+    if quiet and verbose:
+        raise InvalidInput("choose one of --quiet and --verbose")
     try:
-        checks = run_demo(path, out, model=model, scenario=scenario)
+        checks = run_demo(path, out, model=model, scenario=scenario,
+                          detail="quiet" if quiet else "verbose" if verbose else "normal")
     except ValueError as exc:  # e.g. the chat model cannot start (missing key, unknown provider)
         raise InvalidInput(str(exc)) from exc
     failed = [c for c in checks.get("checks", []) if isinstance(c, dict) and not c.get("ok", True)]
