@@ -47,7 +47,7 @@ CORPUS = ROOT / "tests" / "data" / "dedupe_corpus"
 BLIND = ROOT / "tests" / "data" / "dedupe_blind.jsonl"
 OLD_SETS = (ROOT / "tests" / "data" / "dedupe_pairs.jsonl", ROOT / "tests" / "data" / "dedupe_dev.jsonl")
 GRID = [(depth, iters, w) for depth in (2, 3, 4) for iters in (150, 300, 500) for w in (0.1, 0.4)]
-MAX_FALSE_MERGE = 0.03  # on the choose kinds; the target is 0.05 on unseen kinds
+MAX_FALSE_MERGE = 0.02  # on the choose kinds: unseen kinds ran ~1.5-2x higher in leave-one-kind-out; target .05
 MAX_UNRELATED_MERGE = 0.01  # on the choose kinds' unrelated pairs
 UNSURE_BAND = 1.0  # log-odds either side of the threshold: the pairs an LLM is asked about
 

@@ -280,6 +280,10 @@ class PairJudge:
         with self._lock:
             self._put(text, vector)
 
+    def vector(self, text: str) -> np.ndarray:
+        """The encoder's vector of one text (cached; embedded on a miss)."""
+        return self._embed([text])[0]
+
     @staticmethod
     def _views(text: str) -> list[str]:
         r = read(text)

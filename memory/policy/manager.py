@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+import numpy as np
+
 from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
@@ -136,7 +138,11 @@ class MemoryManager:
         self._paraphrase = get_paraphrase_scorer(self.policy.paraphrase_model)
         # The fitted offline judge decides every pair; with a chat model, the pairs it is unsure
         # about (P(same fact) near its threshold) are asked of the model (strict JSON).
-        self.pair_judge = PairJudge(paraphrase=self._paraphrase)
+        # When the store embeds with the judge's model, the judge embeds through the same
+        # embedder (one model in memory, one place to inject a different one).
+        same = getattr(service.embedder, "name", None) == JUDGE_EMBEDDING_MODEL
+        self.pair_judge = PairJudge(paraphrase=self._paraphrase,
+                                    embed=service.embedder.embed_documents if same else None)
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
 
     @classmethod
@@ -204,15 +210,19 @@ class MemoryManager:
         if ttl_days is None:
             ttl_days = self.policy.ttl_days.get(meta.type)
         record = self.service.build_record(NewMemory(content, ns, meta, created_at=now, ttl_days=ttl_days), now)
-        vec = self.service.embed_records([record])
+        if self.service.embedder.name == JUDGE_EMBEDDING_MODEL and not record.metadata.extra.get("context"):
+            # The store embeds with the judge's own model: one batch gives the stored vector and
+            # every view the judge reads of this text, now and when it is a neighbour later.
+            self.pair_judge.prime([record.content])
+            vec = np.asarray([self.pair_judge.vector(record.content)], dtype=np.float32)
+        else:
+            vec = self.service.embed_records([record])
         neighbours = self.service.backend.query(MemoryQuery(
             namespaces=(ns,), vector=vec[0], text=record.content, limit=self.policy.neighbours, now=now))
         neighbours = [n for n in neighbours if n.record.namespace == ns]
         neighbours.sort(key=lambda n: -(n.vector_score or 0.0))
         neighbours = neighbours[: self.policy.neighbours]
-        if neighbours:  # one embedding batch for every text the judge reads
-            if self.service.embedder.name == JUDGE_EMBEDDING_MODEL and not record.metadata.extra.get("context"):
-                self.pair_judge.seed(record.content, vec[0])  # the store's vector is the judge's
+        if neighbours:  # one embedding batch for every text the judge reads (cached ones are skipped)
             self.pair_judge.prime([record.content] + [n.record.content for n in neighbours])
         task = record.metadata.extra.get("task")
         judged = [(n.record, self._judge(n.record, record.content, task if isinstance(task, str) else None))

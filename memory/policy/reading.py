@@ -138,7 +138,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                           + _ZHN + r"{2,8})(?=[^\d零〇一二两三四五六七八九十百千万亿]|$)")),
     ("lexicon", None),  # every lexicon class, decimals, time zones, cities
     ("ident", re.compile(r"\b[a-z][a-z0-9]*(?:[_.][a-z0-9]+)+\b|\b[a-z]+\d[a-z0-9]*\b|\b\d+[a-z][a-z0-9]*\b")),
-    ("number", re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])|(?<![\w.])\d+(?:[.,]\d+)*(?=[\u3400-\u9fff])")),
+    # A number may touch Chinese on either side ("最多50人"): only Latin letters, digits, "_" and "."
+    # make it part of a word.
+    ("number", re.compile(r"(?<![a-z0-9_.])\d+(?:[.,]\d+)*(?![a-z0-9_])")),
 ]
 
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,

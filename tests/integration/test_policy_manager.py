@@ -320,7 +320,9 @@ def test_a_duplicate_write_keeps_the_stored_vector_instead_of_embedding_the_old_
         counting.documents.clear()
         again = m.remember("The user prefers bar charts.", "user_profile/u1")
         assert again.status in ("skipped", "merged") and again.id == first.id
-        assert counting.documents == ["The user prefers bar charts."]  # the incoming text only, once
+        # Everything the write needs of this text was embedded by the first write (stored
+        # vector and the judge's views, cached): nothing is embedded again.
+        assert counting.documents == []
         assert (m.service.backend.get_vectors([first.id]) == stored).all()
         assert [h.record.id for h in m.recall("bar charts", "user_profile/u1")] == [first.id]
     finally:
