@@ -63,8 +63,6 @@ from memory.store_items import (
     check_filter,
     check_namespace,
     check_pattern,
-    decode_namespace,
-    does_match,
     is_item,
     is_searchable,
     item_id,
@@ -80,8 +78,6 @@ from memory.store_items import (
     value_matches,
 )
 from memory.store_support import StoreSupport
-
-_PAGE = 256
 
 
 class _Put(NamedTuple):
@@ -437,58 +433,6 @@ class MemoryStore(StoreSupport, BaseStore):
         sim = scoring.similarity(max(0.0, cos), b.keyword, cfg.vector_weight, cfg.vector_floor)
         b = replace(b, vector=max(0.0, cos), sim=sim, score=b.score + cfg.alpha * (sim - b.sim))
         return SearchHit(h.record, b), cos
-
-    def _listed(self, prefix: Namespace, flt: dict[str, Any] | None, offset: int, limit: int,
-                keep: Any = None) -> list[MemoryRecord]:
-        """Newest first (``updated_at``), value filters (and ``keep``) applied before offset/limit."""
-        backend = self.service.backend
-        ns = prefix or None
-        if not flt and keep is None:
-            return backend.scroll(ns, limit=limit, offset=offset)
-        out: list[MemoryRecord] = []
-        skipped = page = 0
-        while True:
-            recs = backend.scroll(ns, limit=_PAGE, offset=page * _PAGE)
-            for r in recs:
-                if (keep is not None and not keep(r)) or not value_matches(item_value(r), flt):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                out.append(r)
-                if len(out) >= limit:
-                    return out
-            if len(recs) < _PAGE:
-                return out
-            page += 1
-
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        conds = tuple(op.match_conditions or ())
-        namespaces = [ns for ns in (decode_namespace(n) for n in self._live_namespaces())
-                      if all(does_match(c, ns) for c in conds)]
-        if op.max_depth is not None:
-            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
-        else:
-            namespaces = sorted(namespaces)
-        return namespaces[op.offset: op.offset + op.limit]
-
-    def _live_namespaces(self) -> list[Namespace]:
-        """Namespaces holding at least one live memory.
-
-        ``backend.namespaces()`` lists every namespace with rows, expired included; counts are
-        per prefix, so an exact count is the prefix count minus the prefix counts of the nearest
-        namespaces below it.
-        """
-        backend = self.service.backend
-        cands = {ns for ns, _ in backend.namespaces()}
-        below = {ns: backend.count(ns) for ns in cands}
-        nested = dict.fromkeys(cands, 0)
-        for ns in cands:
-            for i in range(len(ns) - 1, 0, -1):
-                if ns[:i] in cands:
-                    nested[ns[:i]] += below[ns]
-                    break
-        return [ns for ns in cands if below[ns] - nested[ns] > 0]
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

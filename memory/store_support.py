@@ -4,6 +4,8 @@
   so ``store.put(5, ...)`` or ``store.get("memories/u1", ...)`` would fail with a bare
   ``TypeError`` or address the labels ``("m", "e", ...)``; here they raise
   :class:`~memory.store_items.StoreNamespaceError` saying how to write one.
+* Listing: items newest first with value filters, and ``list_namespaces`` over the namespaces
+  that hold live memories.
 * TTL: refresh on read, sweeping expired items (once, or periodically in a thread).
 """
 
@@ -15,11 +17,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from langgraph.store.base import NOT_PROVIDED, BaseStore
+from langgraph.store.base import NOT_PROVIDED, BaseStore, ListNamespacesOp
 
 from memory.errors import NotFound
+from memory.namespace import Namespace
 from memory.records import MemoryRecord, utcnow
-from memory.store_items import SOURCE, check_labels, is_item
+from memory.store_items import SOURCE, check_labels, decode_namespace, does_match, is_item, item_value, value_matches
+
+_PAGE = 256
 
 
 class StoreSupport(BaseStore):
@@ -61,6 +66,59 @@ class StoreSupport(BaseStore):
 
     async def alist_namespaces(self, *, prefix: Any = None, suffix: Any = None, **kwargs: Any) -> Any:
         return await super().alist_namespaces(prefix=_pattern(prefix), suffix=_pattern(suffix), **kwargs)
+
+    # ------------------------------------------------------------------ listing
+    def _listed(self, prefix: Namespace, flt: dict[str, Any] | None, offset: int, limit: int,
+                keep: Any = None) -> list[MemoryRecord]:
+        """Newest first (``updated_at``), value filters (and ``keep``) applied before offset/limit."""
+        backend = self.service.backend
+        ns = prefix or None
+        if not flt and keep is None:
+            return backend.scroll(ns, limit=limit, offset=offset)
+        out: list[MemoryRecord] = []
+        skipped = page = 0
+        while True:
+            recs = backend.scroll(ns, limit=_PAGE, offset=page * _PAGE)
+            for r in recs:
+                if (keep is not None and not keep(r)) or not value_matches(item_value(r), flt):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                out.append(r)
+                if len(out) >= limit:
+                    return out
+            if len(recs) < _PAGE:
+                return out
+            page += 1
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        conds = tuple(op.match_conditions or ())
+        namespaces = [ns for ns in (decode_namespace(n) for n in self._live_namespaces())
+                      if all(does_match(c, ns) for c in conds)]
+        if op.max_depth is not None:
+            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
+        else:
+            namespaces = sorted(namespaces)
+        return namespaces[op.offset: op.offset + op.limit]
+
+    def _live_namespaces(self) -> list[Namespace]:
+        """Namespaces holding at least one live memory.
+
+        ``backend.namespaces()`` lists every namespace with rows, expired included; counts are
+        per prefix, so an exact count is the prefix count minus the prefix counts of the nearest
+        namespaces below it.
+        """
+        backend = self.service.backend
+        cands = {ns for ns, _ in backend.namespaces()}
+        below = {ns: backend.count(ns) for ns in cands}
+        nested = dict.fromkeys(cands, 0)
+        for ns in cands:
+            for i in range(len(ns) - 1, 0, -1):
+                if ns[:i] in cands:
+                    nested[ns[:i]] += below[ns]
+                    break
+        return [ns for ns in cands if below[ns] - nested[ns] > 0]
 
     # ------------------------------------------------------------------ TTL
     def _refresh(self, records: Sequence[MemoryRecord]) -> None:

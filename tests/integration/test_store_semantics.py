@@ -291,3 +291,22 @@ def test_many_paths_are_capped_by_content_limit(tmp_path):
         s.put(("d",), "k", {"xs": ["y" * 1000 + str(i) for i in range(math.ceil(limit / 1000) + 5)]})
         rec = s.service.backend.scroll(None, limit=1)[0]
         assert len(rec.content) <= limit
+
+
+def test_same_semantics_on_the_qdrant_backend(tmp_path, embedder):
+    """Switching the backend is configuration: scores, keys and Supervisor memories alike."""
+    from memory.backends.qdrant import QdrantBackend
+    from memory.service import MemoryService
+
+    settings = MemorySettings(path=str(tmp_path / "unused.sqlite"), backend="qdrant")
+    svc = MemoryService(QdrantBackend(location=":memory:", embedding_model=embedder.name, dim=embedder.dim),
+                        embedder, settings)
+    with MemoryStore(svc, owns_service=True) as s:
+        s.put(("docs", "u1"), "tea", {"content": "User drinks green tea every morning"})
+        native = svc.write("User lives in Hangzhou", "docs/u1", {"type": "user_profile"})
+        hit = s.search(("docs",), query="User drinks green tea every morning")[0]
+        assert hit.key == "tea" and hit.score == pytest.approx(1.0, abs=1e-3)
+        assert s.get(("docs", "u1"), native.id).value["content"] == "User lives in Hangzhou"
+        assert s.batch([PutOp(("docs", "u1"), "tea", None), GetOp(("docs", "u1"), "tea")])[1] is not None
+        assert s.get(("docs", "u1"), "tea") is None
+        assert s.list_namespaces() == [("docs", "u1")]
