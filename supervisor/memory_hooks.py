@@ -13,7 +13,8 @@ redaction, audit) and the same namespaces, so the three kinds of app share one m
 * every model call of that turn sees the summary as part of its system prompt (not stored in
   the conversation: it is rebuilt from memory each turn);
 * an agent's finished answer (no tool calls) is routed statement by statement; conclusions, SQL
-  and file paths go to ``{agent}_memories/{user}`` or ``domain_facts/{user}``.
+  and file paths go to ``{agent}_memories/{user}`` (``supervisor_memories/{user}`` for the
+  user-facing model) or ``domain_facts/{user}``, where the next sessions' recall finds them.
 
 For ``create_supervisor`` one pre-model hook does both halves: before each Supervisor model call
 it writes what arrived since the Supervisor's previous call (the user's message, or the answer of
@@ -100,13 +101,13 @@ class GraphMemory:
     def write_agent(self, text: str, agent: str | None = None, runtime: Any = None,
                     config: RunnableConfig | None = None) -> list[dict[str, Any]]:
         """Write the statements of an agent's answer that the routing rules keep (``role="agent"``)."""
-        who = agent or self.agent or "assistant"
+        who = agent or self.agent  # None: the user-facing model, whose namespace is supervisor_memories
         s = _Step("post", who, runtime, config if config is not None else _config())
         for item in split_sentences(text):
             d = self.manager.route(item, s.user_id, role="agent", agent=who)
             if not d.should_write or d.write_namespace is None:
                 continue
-            meta = {"type": d.memory_type, "source": who, "agent": who}
+            meta = {"type": d.memory_type, "source": who or "supervisor", "agent": who}
             res = s.guard("write " + "/".join(d.write_namespace),
                           lambda item=item, d=d, meta=meta: self.manager.remember(
                               item, d.write_namespace, meta, actor=s.actor, now=s.now, reason=d.reason))
@@ -193,7 +194,7 @@ def memory_middleware(memory: MemoryManager | MemoryService, *, agent: str | Non
             last = messages[-1] if messages else None
             if not isinstance(last, AIMessage) or last.tool_calls or not message_text(last).strip():
                 return None
-            events = mem.write_agent(message_text(last), agent or "assistant", runtime)
+            events = mem.write_agent(message_text(last), agent, runtime)
             return {"memory_log": list(state.get("memory_log") or []) + events} if events else None
 
         def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

@@ -37,14 +37,14 @@ def system_text(call: list) -> str:
 
 def test_create_agent_gets_cross_session_memory(mm):
     model = ScriptedChatModel(replies=["好的，已记住。", "Conclusion: East China GMV grew 12% in Q3.",
-                                       "报表如下", "It grew 12%."])
+                                       "报表如下", "It grew 12%.", "12%, as before."])
     app = create_agent(model, [], system_prompt="You are a data assistant.",
                        middleware=[memory_middleware(mm)], checkpointer=InMemorySaver())
     app.invoke({"messages": [("user", PREF)]}, cfg("s1"))
     assert [r.content for r in mm.service.list("user_profile/u1")] == [PREF]
     app.invoke({"messages": [("user", "How did East China GMV do in Q3?")]}, cfg("s1"))
     # after_model: the agent's conclusion is a memory of its own
-    assert any("12%" in r.content for r in mm.service.list("assistant_memories/u1"))
+    assert any("12%" in r.content for r in mm.service.list("supervisor_memories/u1"))
 
     out = app.invoke({"messages": [("user", "做一份华东区营收报表")]}, cfg("s2"))  # a new session
     sys_text = system_text(model.calls[2])
@@ -54,6 +54,9 @@ def test_create_agent_gets_cross_session_memory(mm):
     # Another user sees none of u1's memory.
     app.invoke({"messages": [("user", "做一份华东区营收报表")]}, cfg("s3", user="u2"))
     assert "万元" not in system_text(model.calls[3])
+    # ... and the conclusion of session 1 comes back to u1 when it is relevant again.
+    app.invoke({"messages": [("user", "What was the East China GMV growth in Q3?")]}, cfg("s4"))
+    assert "12%" in system_text(model.calls[4])
 
 
 def test_create_agent_async_and_memory_failure(mm):
