@@ -248,7 +248,8 @@ def sweep(as_json: Annotated[bool, typer.Option("--json/--no-json")] = False) ->
 @app.command()
 @_errors
 def audit(
-    action: Annotated[str | None, typer.Option(help="Only this action (search, add, merge, update, delete, ...)")] = None,
+    action: Annotated[str | None,
+                      typer.Option(help="Only this action (search, add, merge, update, delete, ...)")] = None,
     ns: Annotated[str | None, typer.Option("--ns", help="Only this namespace prefix")] = None,
     limit: Annotated[int, typer.Option(help="Newest N events")] = 50,
     as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,

@@ -96,7 +96,8 @@ def key_checks(checks: dict[str, Any]) -> list[tuple[bool, str]]:
         ("万元" in cross, f"new session, English question → Chinese preference recalled: "
                          f"{cross or 'nothing'}"),
         ("GMV" in definition, f"the user's GMV definition reaches the SQL agent: {definition or 'nothing'}"),
-        ("元为单位" in updated and "万元" not in updated, f"a changed preference replaces the old one: {updated or 'nothing'}"),
+        ("元为单位" in updated and "万元" not in updated,
+         f"a changed preference replaces the old one: {updated or 'nothing'}"),
         (not checks.get("alice_sees_zhang"), "a second user never sees the first user's memories"),
     ]
 

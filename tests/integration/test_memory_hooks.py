@@ -106,7 +106,8 @@ def test_model_that_cannot_bind_tools_gets_a_clear_error(mm):
     from supervisor.graph import build_supervisor_graph
 
     fake = GenericFakeChatModel(messages=iter([AIMessage("hi")]))
-    with pytest.raises(TypeError, match="Supervisor's chat model GenericFakeChatModel cannot call tools.*ScriptedChatModel"):
+    with pytest.raises(TypeError,
+                       match="Supervisor's chat model GenericFakeChatModel cannot call tools.*ScriptedChatModel"):
         build_supervisor_graph(default_agents(ScriptedChatModel()), mm, fake)
     with pytest.raises(TypeError, match="agent text2sql's chat model GenericFakeChatModel cannot call tools"):
         build_supervisor_graph(default_agents(fake), mm)

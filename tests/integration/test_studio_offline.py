@@ -48,7 +48,8 @@ def test_studio_without_model_runs_the_demo_scenario(tmp_path, embedder, monkeyp
         assert ("user_profile", "zhang") in store.list_namespaces()
         prefs = store.search(("user_profile", "zhang"), query="金额单位")
         assert prefs and "元" in prefs[0].value["content"] and prefs[0].value["type"] == "user_profile"
-        assert store.search(("user_profile", "alice"), query="金额单位")[0].value["content"] != prefs[0].value["content"]
+        alice = store.search(("user_profile", "alice"), query="金额单位")
+        assert alice[0].value["content"] != prefs[0].value["content"]
         # A message the scenario does not have: the agents say no model is configured (no crash).
         state = graph.invoke({"messages": [("user", "Plot the weekly GMV of 2023 by payment method.")]},
                              {"configurable": {"thread_id": "x"}}, context=SupervisorContext(user_id="zhang"))
