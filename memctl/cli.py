@@ -29,8 +29,9 @@ __all__ = ["app"]
 
 def _hits_table(hits: list[SearchHit]) -> Table:
     t = Table(show_lines=False)
-    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content", "id"):
+    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content"):
         t.add_column(col, overflow="fold")
+    t.add_column("id", no_wrap=True, min_width=12)  # whole, so it can be copied into get/history/delete
     for i, h in enumerate(hits, 1):
         b = h.breakdown
         t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
@@ -151,7 +152,8 @@ def list_(
         _print_json([record_to_dict(r) for r in recs])
         return
     t = Table()
-    for col in ("id", "namespace", "type", "updated", "content"):
+    t.add_column("id", no_wrap=True, min_width=12)  # whole, so it can be copied into get/history/delete
+    for col in ("namespace", "type", "updated", "content"):
         t.add_column(col, overflow="fold")
     for r in recs:
         t.add_row(r.id[:12], "/".join(r.namespace), r.metadata.type, r.updated_at.strftime("%Y-%m-%d %H:%M"),
@@ -263,10 +265,11 @@ def audit(
     if as_json:
         _print_json({"stats": st, "events": [e.as_dict() for e in events]})
         return
-    t = Table("time", "action", "memory", "namespace", "actor", "reason")
+    t = Table("time", "action", "namespace", "actor", "reason")
+    t.add_column("memory", no_wrap=True, min_width=12)
     for e in events:
-        t.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.action, (e.memory_id or "")[:12], e.namespace or "",
-                  e.actor or "", (e.reason or "")[:80])
+        t.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.action, e.namespace or "", e.actor or "",
+                  (e.reason or "")[:80], (e.memory_id or "")[:12])
     out.print(t)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(st["events"].items())) or "none"
 
