@@ -264,14 +264,15 @@ def _ratios(results: list[Result]) -> dict[str, dict[str, float]]:
     return out
 
 
-def plot(result: dict[str, Any], path: Path) -> None:
-    """Latency (p50 and p95) against corpus size, log-log, one line per system."""
-    import matplotlib
+def plot(result: dict[str, Any], path: Path) -> Any:
+    """Latency (p50 and p95) against corpus size, log-log, one line per system; returns the figure.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    A bare ``Figure`` (no pyplot): it renders to the file on any backend and leaves the caller's
+    backend alone (a notebook keeps showing its plots inline)."""
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     systems = sorted({r["system"] for r in result["results"]})
     for sysname in systems:
         rows = sorted((r for r in result["results"] if r["system"] == sysname), key=lambda r: r["n"])
@@ -287,4 +288,4 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 from memctl import cli_docs, cli_mcp, cli_tools
-from memctl.cli_common import _errors, _manager, _print_json, _service, _settings, app, out
+from memctl.cli_common import MemoryType, _errors, _manager, _print_json, _service, _settings, app, out
 from memory.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -31,8 +31,9 @@ def _hits_table(hits: list[SearchHit]) -> Table:
     from memory.collections import citation
 
     t = Table(show_lines=False)
-    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content", "id"):
+    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content"):
         t.add_column(col, overflow="fold")
+    t.add_column("id", no_wrap=True, min_width=12)  # whole, so it can be copied into get/history/delete
     for i, h in enumerate(hits, 1):
         b = h.breakdown
         t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
@@ -46,13 +47,16 @@ def _hits_table(hits: list[SearchHit]) -> Table:
 def add(
     text: Annotated[str, typer.Argument(help="What to remember ('-' reads stdin)")],
     ns: Annotated[str, typer.Option("--ns", help="Namespace, e.g. user_profile/u1")],
-    type_: Annotated[str | None, typer.Option("--type", help="Memory type (default: from the namespace, else note)")] = None,
+    type_: Annotated[MemoryType | None, typer.Option("--type", metavar="<type>", help=(
+        "Memory type: " + ", ".join(t.value for t in MemoryType)
+        + " (default: from the namespace, else note)"))] = None,
     source: Annotated[str, typer.Option(help="Who said it / which agent")] = "cli",
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Tag (repeatable)")] = None,
     ttl_days: Annotated[float | None, typer.Option(help="Expire after this many days")] = None,
     id: Annotated[str | None, typer.Option(help="Explicit id (replaces a memory with that id; implies --raw)")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Store as is: no dedupe/merge, PII redaction or TTL policy")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the stored record as JSON")] = False,
+    raw: Annotated[bool, typer.Option("--raw/--no-raw",
+                                      help="Store as is: no dedupe/merge, PII redaction or TTL policy")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print the stored record as JSON")] = False,
 ) -> None:
     """Store one memory (deduplicated and merged by the write policy unless --raw)."""
     from memory.policy.manager import Actor
@@ -66,7 +70,7 @@ def add(
             raise InvalidInput(f"stdin is not valid UTF-8 (bad byte at {exc.start}); nothing was stored") from exc
     meta: dict[str, Any] = {"source": source, "tags": tag or []}
     if type_:
-        meta["type"] = type_
+        meta["type"] = type_.value
     if raw or id is not None:
         with _service() as svc:
             rec = svc.write(text, ns, meta, id=id, ttl_days=ttl_days)
@@ -87,13 +91,24 @@ def search(
     query: Annotated[str, typer.Argument(help="Question or keywords")],
     ns: Annotated[list[str], typer.Option("--ns", help="Namespace prefix to search (repeatable)")],
     top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="Number of hits")] = None,
-    type_: Annotated[str | None, typer.Option("--type", help="Only this memory type")] = None,
+    type_: Annotated[MemoryType | None, typer.Option("--type", metavar="<type>", help=(
+        "Only this memory type: " + ", ".join(t.value for t in MemoryType)))] = None,
     min_score: Annotated[float | None, typer.Option(help="Drop hits below this score")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print hits as JSON")] = False,
 ) -> None:
-    """Hybrid search with the score breakdown of each hit."""
-    with _service() as svc:
-        hits = svc.search(query, ns, top_k=top_k, filter={"type": type_} if type_ else None, min_score=min_score)
+    """Hybrid search with the score breakdown of each hit (recorded in the audit log like any search)."""
+    from memory.namespace import ns_key, parse_namespaces
+    from memory.policy.audit import AuditEvent
+    from memory.records import utcnow
+
+    with _manager() as mm:
+        hits = mm.service.search(query, ns, top_k=top_k, filter={"type": type_.value} if type_ else None,
+                                 min_score=min_score)
+        keys = [ns_key(n) for n in parse_namespaces(ns)]
+        mm.audit.record(AuditEvent(
+            "search", None, keys[0] if len(keys) == 1 else None, "memctl", reason=query[:500],
+            details={"namespaces": keys, "hits": len(hits), "type": type_.value if type_ else None,
+                     "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]}, ts=utcnow()))
     if as_json:
         _print_json([h.as_dict() for h in hits])
     elif not hits:
@@ -105,14 +120,15 @@ def search(
 @app.command()
 @_errors
 def get(
-    id: Annotated[str, typer.Argument(help="Memory id")],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    id: Annotated[str, typer.Argument(help="Memory id, or any unique prefix of one")],
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """Show one memory."""
+    from memctl.ids import live_ids, resolve_id
     from memory.records import record_to_dict
 
     with _service() as svc:
-        rec = svc.get(id)
+        rec = svc.get(resolve_id(id, live_ids(svc, id.strip())))
     d = record_to_dict(rec)
     if as_json:
         _print_json(d)
@@ -127,7 +143,7 @@ def list_(
     ns: Annotated[str, typer.Option("--ns", help="Namespace prefix")],
     limit: Annotated[int, typer.Option(help="At most this many")] = 50,
     offset: Annotated[int, typer.Option(help="Skip this many")] = 0,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """The current memories of a namespace, newest first."""
     from memory.records import record_to_dict
@@ -138,7 +154,8 @@ def list_(
         _print_json([record_to_dict(r) for r in recs])
         return
     t = Table()
-    for col in ("id", "namespace", "type", "updated", "content"):
+    t.add_column("id", no_wrap=True, min_width=12)  # whole, so it can be copied into get/history/delete
+    for col in ("namespace", "type", "updated", "content"):
         t.add_column(col, overflow="fold")
     for r in recs:
         t.add_row(r.id[:12], "/".join(r.namespace), r.metadata.type, r.updated_at.strftime("%Y-%m-%d %H:%M"),
@@ -149,22 +166,33 @@ def list_(
 @app.command()
 @_errors
 def delete(
-    ids: Annotated[list[str] | None, typer.Argument(help="Memory ids")] = None,
+    ids: Annotated[list[str] | None, typer.Argument(help="Memory ids (or unique prefixes)")] = None,
     ns: Annotated[str | None, typer.Option("--ns", help="Delete everything under this namespace")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm deleting a whole namespace")] = False,
-    hard: Annotated[bool, typer.Option("--hard", help="Purge for good (default: restorable with `memctl restore`)")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    yes: Annotated[bool, typer.Option("--yes/--no-yes", help="Confirm deleting a whole namespace")] = False,
+    hard: Annotated[bool, typer.Option("--hard/--no-hard",
+                                       help="Purge for good (default: restorable with `memctl restore`)")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """Delete memories by id, or a whole namespace with --ns NS --yes (soft unless --hard)."""
     if bool(ids) == bool(ns):
         raise InvalidInput("give either memory ids or --ns NS (not both, not neither)")
     if ns and not yes:
         raise InvalidInput(f"deleting every memory under {ns!r} needs --yes")
+    from memctl.ids import live_ids, resolve_id
     from memory.policy.manager import Actor
 
     with _manager() as mm:
         actor = Actor(agent="memctl")
-        n = mm.delete(ids, hard=hard, actor=actor) if ids else mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
+        if ids:
+            full = []
+            for i in ids:
+                try:
+                    full.append(resolve_id(i, live_ids(mm.service, i.strip())))
+                except NotFound:
+                    full.append(i)  # counted as not deleted below
+            n = mm.delete(full, hard=hard, actor=actor)
+        else:
+            n = mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
     if as_json:
         _print_json({"deleted": n})
     else:
@@ -175,12 +203,15 @@ def delete(
 
 @app.command()
 @_errors
-def restore(id: Annotated[str, typer.Argument(help="Id of a soft-deleted, superseded or evicted memory")]) -> None:
+def restore(id: Annotated[str, typer.Argument(
+        help="Id (or unique prefix) of a soft-deleted, superseded or evicted memory")]) -> None:
     """Bring back a memory from the trash."""
+    from memctl.ids import resolve_id
     from memory.policy.manager import Actor
 
     with _manager() as mm:
-        rec = mm.restore(id, actor=Actor(agent="memctl"))
+        full = resolve_id(id, mm.audit.memory_ids(id.strip(), events=False), what="memory in the trash")
+        rec = mm.restore(full, actor=Actor(agent="memctl"))
     out.print(f"restored {rec.id} in {'/'.join(rec.namespace)}", highlight=False)
 
 
@@ -188,8 +219,8 @@ def restore(id: Annotated[str, typer.Argument(help="Id of a soft-deleted, supers
 @_errors
 def forget_user(
     user: Annotated[str, typer.Argument(help="User id (a namespace label, e.g. u1)")],
-    yes: Annotated[bool, typer.Option("--yes", help="Confirm: this cannot be undone")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    yes: Annotated[bool, typer.Option("--yes/--no-yes", help="Confirm: this cannot be undone")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """Remove everything of one user across namespaces, trash and audit; prove it with counts."""
     if not yes:
@@ -211,7 +242,7 @@ def forget_user(
 
 @app.command()
 @_errors
-def sweep(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def sweep(as_json: Annotated[bool, typer.Option("--json/--no-json")] = False) -> None:
     """Hard-delete memories whose TTL has passed."""
     with _manager() as mm:
         n = mm.sweep()
@@ -221,10 +252,11 @@ def sweep(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 @app.command()
 @_errors
 def audit(
-    action: Annotated[str | None, typer.Option(help="Only this action (search, add, merge, update, delete, ...)")] = None,
+    action: Annotated[str | None,
+                      typer.Option(help="Only this action (search, add, merge, update, delete, ...)")] = None,
     ns: Annotated[str | None, typer.Option("--ns", help="Only this namespace prefix")] = None,
     limit: Annotated[int, typer.Option(help="Newest N events")] = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """The audit log (newest first) and its statistics: hit rate, duplicate-write rate, merges."""
     from memory.namespace import parse_namespace
@@ -235,22 +267,39 @@ def audit(
     if as_json:
         _print_json({"stats": st, "events": [e.as_dict() for e in events]})
         return
-    t = Table("time", "action", "memory", "namespace", "actor", "reason")
+    t = Table("time", "action", "namespace", "actor", "reason")
+    t.add_column("memory", no_wrap=True, min_width=12)
     for e in events:
-        t.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.action, (e.memory_id or "")[:12], e.namespace or "",
-                  e.actor or "", (e.reason or "")[:80])
+        t.add_row(e.ts.strftime("%Y-%m-%d %H:%M:%S"), e.action, e.namespace or "", e.actor or "",
+                  (e.reason or "")[:80], (e.memory_id or "")[:12])
     out.print(t)
-    out.print({k: v for k, v in st.items() if k != "events"})
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(st["events"].items())) or "none"
+
+    def rate(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1%}"
+
+    out.print(f"searches: {st['searches']} (hit rate {rate(st['hit_rate'])}) · writes: {st['writes']} "
+              f"(duplicates {rate(st['duplicate_write_rate'])}) · merges {st['merges']} · conflicts resolved "
+              f"{st['conflicts_resolved']} · deletes {st['deletes']} · evictions {st['evictions']} · "
+              f"expired {st['expired']}", highlight=False, markup=False)
+    out.print(f"events by action: {counts}", highlight=False, markup=False)
 
 
 @app.command()
 @_errors
 def history(
-    id: Annotated[str, typer.Argument(help="Memory id")],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    id: Annotated[str, typer.Argument(help="Memory id, or any unique prefix of one")],
+    as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """Everything that happened to one memory, oldest first (old values included)."""
+    from memctl.ids import live_ids, resolve_id
+
     with _manager() as mm:
+        p = id.strip()
+        try:
+            id = resolve_id(p, [*mm.audit.memory_ids(p), *live_ids(mm.service, p)])
+        except NotFound:
+            raise NotFound(f"no history for memory {id!r}") from None
         events = mm.audit.history(id)
     if not events:
         raise NotFound(f"no history for memory {id!r}")
@@ -269,7 +318,7 @@ def history(
 
 @app.command()
 @_errors
-def stats(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def stats(as_json: Annotated[bool, typer.Option("--json/--no-json")] = False) -> None:
     """Store size, model and per-namespace counts."""
     with _service() as svc:
         s = svc.stats()

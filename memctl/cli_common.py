@@ -6,6 +6,7 @@ Only Typer and rich are imported at module level (see :mod:`memctl.cli`).
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 
 from memory.errors import InvalidInput, MemoryLayerError, NotFound
@@ -25,6 +27,22 @@ if TYPE_CHECKING:
     from memory.policy.manager import MemoryManager
     from memory.service import MemoryService
     from memory.settings import MemorySettings
+
+# Typer prints a type column for every option; a flag takes no value, so its "<bool>" there
+# only confused people: flags show as "--json  --no-json" and nothing else.
+_display_type_rich = typer.core.TyperOption.display_type_rich
+
+
+def _flag_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    return None if self.is_flag or self.is_bool_flag else _display_type_rich(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+# --type accepts the well-known memory types (memory.records.MEMORY_TYPES; listed here so that
+# `memctl --help` does not import the records module): anything else is rejected with the list.
+MemoryType = enum.Enum("MemoryType", {t: t for t in (
+    "user_profile", "domain_facts", "task_traces", "tool_effects", "conversation", "note")}, type=str)
 
 app = typer.Typer(help="Long-term memory store: add, search, inspect, evaluate.", no_args_is_help=True,
                   pretty_exceptions_enable=False)

@@ -22,12 +22,19 @@ def demo(
         "--model", help="Run the agents on a real chat model, e.g. openai:gpt-4o-mini")] = None,
     scenario: Annotated[str | None,
                         typer.Option("--scenario", help="Scenario file (default: the shipped demo)")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet/--no-quiet", "-q",
+                                        help="One screen: a line per session, then the checks")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose/--no-verbose", "-v",
+                                          help="Every routing decision and every scored hit")] = False,
 ) -> None:
     """Multi-session, multi-user zh/en scenario through the real Supervisor graph, offline by default."""
     from memctl.demo import run_demo
 
+    if quiet and verbose:
+        raise InvalidInput("choose one of --quiet and --verbose")
     try:
-        checks = run_demo(path, out, model=model, scenario=scenario)
+        checks = run_demo(path, out, model=model, scenario=scenario,
+                          detail="quiet" if quiet else "verbose" if verbose else "normal")
     except ValueError as exc:  # e.g. the chat model cannot start (missing key, unknown provider)
         raise InvalidInput(str(exc)) from exc
     failed = [c for c in checks.get("checks", []) if isinstance(c, dict) and not c.get("ok", True)]
@@ -43,7 +50,7 @@ def bench(
     = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
     out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
     plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
 ) -> None:
     """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
     import platformdirs
@@ -97,7 +104,7 @@ def bench(
 def eval_retrieval(
     data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
     conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
 ) -> None:
     """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
     from memctl.evaluation import run_retrieval_eval
@@ -131,8 +138,8 @@ def eval_retrieval(
 @_errors
 def eval_dedupe(
     pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-    show_pairs: Annotated[bool, typer.Option("--details", help="Include the per-pair outcomes")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    show_pairs: Annotated[bool, typer.Option("--details/--no-details", help="Include the per-pair outcomes")] = False,
 ) -> None:
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
     from memctl.evaluation import run_dedupe_eval

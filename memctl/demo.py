@@ -1,5 +1,8 @@
 """The offline demo behind ``memctl demo``: the Supervisor graph, two users, zh/en, four sessions.
 
+Views: ``--quiet`` (one screen), default (a line per step, :mod:`memctl.demo_views`), ``--verbose``
+(every routing decision and scored hit, :class:`_Printer`).
+
 The scenario (``supervisor/scenarios/demo.yaml``) runs through the real graph on the embedded
 default store (a SQLite file + the packaged embedding model): memory entry → supervisor →
 pre-node → agent → post-node for every handoff, with an ``InMemorySaver`` checkpointer whose
@@ -16,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from memctl.demo_views import CompactPrinter, QuietPrinter, print_summary
 from memory.settings import MemorySettings
 
 
@@ -133,8 +137,11 @@ class _Printer:
             self.line(f"{tag} time:", "dim", f"{e['ms']:.1f} ms")
 
 
+DETAILS = ("quiet", "normal", "verbose")
+
+
 def run_demo(path: str | None = None, console: Console | None = None, model: str | None = None,
-             scenario: str | None = None) -> dict[str, object]:
+             scenario: str | None = None, detail: str = "normal") -> dict[str, object]:
     """Run the scenario through the Supervisor graph; returns the facts it checked (used by tests).
 
     Args:
@@ -143,13 +150,22 @@ def run_demo(path: str | None = None, console: Console | None = None, model: str
         model: an ``init_chat_model`` string ("provider:name"); None replays the agents' LLM
             steps from the scenario file.
         scenario: a scenario YAML (default: the packaged ``supervisor/scenarios/demo.yaml``).
+        detail: ``"quiet"`` (one screen: a line per session and the checks), ``"normal"`` (a
+            line per step) or ``"verbose"`` (every routing decision and scored hit).
+
+    Returns:
+        The checks, plus ``events``: every ``(kind, data)`` the run reported, in order (so a
+        caller can render the run in another view, :func:`render`).
 
     Raises:
-        ValueError: the model cannot be started (unknown provider, missing package or API key).
+        ValueError: the model cannot be started (unknown provider, missing package or API key),
+            or ``detail`` is not one of :data:`DETAILS`.
     """
     from supervisor.graph import as_chat_model
     from supervisor.scenario import ScenarioRunner, load_scenario
 
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {', '.join(DETAILS)}, got {detail!r}")
     chat = as_chat_model(model)  # fail before printing anything if the model cannot start
     console = console or Console()
     if path is None:
@@ -157,29 +173,73 @@ def run_demo(path: str | None = None, console: Console | None = None, model: str
     reports = Path(path).resolve().parent / "reports"
     settings = MemorySettings(path=path)
     sc = load_scenario(scenario)
-    console.rule("memctl demo: long-term memory in a LangGraph Supervisor (Text2SQL / Statistics / Analysis)")
-    if model is None:
-        console.print(Text(
-            "NO LLM IS USED. The agents' LLM steps (writing SQL, choosing statistics, writing findings) are REPLAYED "
-            f"from the scenario file {sc.source}. "
-            "Live: the Supervisor's routing (semantic router: embeddings + rules), every memory step (route, search, "
-            "summarise, inject, write, merge), read-only SQL on the sample sales DB, the statistics, the report files.",
-            style="bold"))
-    else:
-        console.print(Text(f"LLM: {model} — the Supervisor (handoff tools) and all agents run on it; nothing is replayed.",
-                           style="bold"))
-    console.print(Text(f"store: {path} · embeddings: {settings.embedding.model} · reports: {reports} · "
-                       "threads: InMemorySaver checkpointer, one thread per session; memory crosses threads", style="dim"))
-    runner = ScenarioRunner(sc, settings, model=chat, reports_dir=reports,
-                            on_event=_Printer(console, settings.policy.summary_max_tokens))
+    _header(console, sc.source, model, path, settings, reports, detail)
+    events: list[tuple[str, dict[str, Any]]] = []
+    show = _view(console, detail, settings)
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        events.append((kind, data))
+        show(kind, data)
+
+    runner = ScenarioRunner(sc, settings, model=chat, reports_dir=reports, on_event=on_event)
     out = runner.run()
+    checks = _checks(out)
+    if isinstance(show, QuietPrinter):
+        show.flush()
+    print_summary(console, checks, path)
+    checks["events"] = events
+    return checks
+
+
+def render(events: list[tuple[str, dict[str, Any]]], checks: dict[str, Any], console: Console, detail: str,
+           path: str = "") -> None:
+    """Print a finished run (``run_demo(...)["events"]``) in another view."""
+    show = _view(console, detail, MemorySettings(path=":memory:"))
+    for kind, data in events:
+        show(kind, data)
+    if isinstance(show, QuietPrinter):
+        show.flush()
+    print_summary(console, checks, path)
+
+
+def _view(console: Console, detail: str, settings: MemorySettings) -> Any:
+    if detail == "verbose":
+        return _Printer(console, settings.policy.summary_max_tokens)
+    return QuietPrinter(console) if detail == "quiet" else CompactPrinter(console)
+
+
+def _header(console: Console, source: str, model: str | None, path: str, settings: MemorySettings,
+            reports: Path, detail: str) -> None:
+    console.rule("memctl demo: long-term memory in a LangGraph Supervisor (Text2SQL / Statistics / Analysis)")
+    if detail == "verbose":
+        if model is None:
+            console.print(Text(
+                "NO LLM IS USED. The agents' LLM steps (writing SQL, choosing statistics, writing findings) are "
+                f"REPLAYED from the scenario file {source}. Live: the Supervisor's routing (semantic router: "
+                "embeddings + rules), every memory step (route, search, summarise, inject, write, merge), read-only "
+                "SQL on the sample sales DB, the statistics, the report files.", style="bold"))
+        else:
+            console.print(Text(f"LLM: {model} — the Supervisor (handoff tools) and all agents run on it; nothing is "
+                               "replayed.", style="bold"))
+        console.print(Text(f"store: {path} · embeddings: {settings.embedding.model} · reports: {reports} · "
+                           "threads: InMemorySaver checkpointer, one thread per session; memory crosses threads",
+                           style="dim"))
+        return
+    what = ("NO LLM: agents' LLM steps REPLAYED from the scenario; routing, memory, SQL, statistics run live"
+            if model is None else f"LLM: {model} runs the Supervisor and every agent")
+    for line, style in ((what, "bold"), (f"store: {path} · --verbose shows every memory step", "dim")):
+        console.print(Text(line, style=style), no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def _checks(out: dict[str, Any]) -> dict[str, Any]:
     caps = out["captures"]
     probe = out["probes"].get("alice_probe") or {}
-    checks = {
+    return {
         "cross_language_top": caps.get("cross_language_top"),
         "definition_top": caps.get("definition_top"),
         "updated_top": caps.get("updated_top"),
-        "alice_sees_zhang": bool(probe.get("foreign")) or any(v["user"] == "alice" for v in out["isolation_violations"]),
+        "alice_sees_zhang": bool(probe.get("foreign"))
+        or any(v["user"] == "alice" for v in out["isolation_violations"]),
         "memories": out.get("memories", 0),
         "replayed": out["replayed"],
         "checks": out["checks"],
@@ -188,12 +248,3 @@ def run_demo(path: str | None = None, console: Console | None = None, model: str
         "agent_errors": out["agent_errors"],
         "namespaces": out.get("namespaces", {}),
     }
-    failed = [c for c in out["checks"] if not c["ok"]] + [e for e in out["expectations"] if not e["found"]]
-    console.print()
-    console.rule("summary")
-    console.print(Text(
-        f"checks passed: {sum(c['ok'] for c in out['checks'])}/{len(out['checks'])}; replayed-step expectations met: "
-        f"{sum(e['found'] for e in out['expectations'])}/{len(out['expectations'])}; memory errors: "
-        f"{len(out['memory_errors'])}; stored memories: {checks['memories']} (file kept at {path})",
-        style="bold red" if failed else "bold green"))
-    return checks

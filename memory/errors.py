@@ -7,6 +7,9 @@ never need to import a driver to handle a failure::
     MemoryLayerError                 base of everything below
     ├── InvalidInput (ValueError)    the caller passed something unusable; nothing was stored
     │   ├── InvalidNamespace         empty/oversized label, separator inside a label, ...
+    │   │   └── StoreNamespaceError  (memory.store) a LangGraph store namespace that is not a tuple
+    │   │                            of labels, or breaks LangGraph's label rules; also LangGraph's
+    │   │                            InvalidNamespaceError
     │   ├── InvalidContent           empty, too long, not UTF-8
     │   ├── InvalidFilter            unknown filter key or operator
     │   └── InvalidConfig            settings that cannot work together

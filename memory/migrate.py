@@ -229,7 +229,7 @@ def migrate_command(
     to: Annotated[str, typer.Option("--to", help="Destination: sqlite:PATH or qdrant:URL_OR_PATH")],
     model: Annotated[str | None, typer.Option("--model", help="Embedding model, if the source holds several")] = None,
     batch: Annotated[int, typer.Option(help="Records per round")] = 500,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print the report as JSON")] = False,
 ) -> None:
     """Copy a store to another backend with its vectors; resumable; verifies counts."""
     import json

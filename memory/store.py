@@ -1,49 +1,40 @@
 """A LangGraph ``BaseStore`` over :class:`~memory.service.MemoryService`.
 
-``graph.compile(store=MemoryStore(...))``, ``get_store()``, ``runtime.store`` and langmem's
-memory tools then read and write our backends (SQLite or Qdrant) and rank with our hybrid
-scoring. Semantics follow LangGraph's own stores (``InMemoryStore``, ``SqliteStore``):
-put is an upsert, search without a query lists newest first, value filters with
-``$eq/$ne/$gt/$gte/$lt/$lte``, ``list_namespaces`` with ``*`` wildcards, TTL in minutes with
-refresh on read.
+``graph.compile(store=MemoryStore(path="memory.sqlite"))``, ``get_store()``, ``runtime.store`` and
+langmem's memory tools then read and write our backends (SQLite or Qdrant). Semantics follow
+LangGraph's own stores (``InMemoryStore``, ``SqliteStore``) and their test suites: put is an
+upsert; ``batch`` runs its reads first and its writes last, puts return None; search without a
+query lists newest first; value filters with ``$eq/$ne/$gt/$gte/$lt/$lte`` and dotted keys;
+``list_namespaces`` with ``*`` wildcards; TTL in minutes with refresh on read; ``index`` as in
+``IndexConfig`` (``embed``, ``dims``, ``fields`` / ``text_fields``, see :mod:`memory.store_index`).
 
-How an item maps onto a record:
+Search with a query: ``SearchItem.score`` is the cosine similarity of the query and the item (the
+best of its index texts: each path is embedded on its own and max-pooled), as in LangGraph. The
+order is our hybrid ranking (vector + BM25 + recency + type boost + query rules), whose score and
+breakdown each result carries as ``memory_score`` / ``breakdown`` (:class:`MemorySearchItem`).
 
-* ``id`` = sha1 of ``[namespace, key]`` (stable, so ``put`` replaces);
-* ``namespace`` = the item's namespace, checked by LangGraph's rules *and* ours
-  (:func:`memory.namespace.parse_namespace`); violations raise :class:`StoreNamespaceError`,
-  which is both LangGraph's ``InvalidNamespaceError`` and our ``InvalidNamespace``;
-* ``metadata.extra`` = ``{"key", "value", "indexed", "ttl_minutes"}``; ``metadata.source`` =
-  ``"langgraph_store"`` marks adapter records, and the adapter only ever sees those;
-* ``content`` = the text that is embedded and keyword-indexed: the ``index`` paths of the
-  value (``IndexConfig["fields"]``, default ``["$"]`` = the whole value, or ``index=[...]`` per
-  put). Items put with ``index=False`` (or whose paths are all missing) get the placeholder
-  content ``"∅"`` and ``indexed=False``: listing and filter-only search return them, a search
-  with a query never does (as in ``SqliteStore``, whose vector search joins on the vectors).
+One store, one memory: everything in the file is visible. Items put through the store are records
+with ``metadata.source == "langgraph_store"`` (value and key in ``metadata.extra``, id = sha1 of
+``[namespace, key]``); memories the Supervisor, the CLI or the Python API wrote appear under their
+own namespaces with key = memory id and value ``{"content", "type", "source", ...}``
+(:func:`memory.store_items.item_value`), so langmem's tools and the server's store API see them,
+and the Supervisor's searches see the store's items.
 
-Deliberate differences from LangGraph's stores:
-
-* One text per item. LangGraph embeds each index path separately and max-pools; we join the
-  paths' texts with newlines, and render dicts/lists as their leaf values rather than JSON
-  (wrapping a sentence as ``{"content": ...}`` drops its similarity to a query from .72 to .54
-  with the packaged USE model).
-* ``SearchItem.score`` is our final score (``alpha*sim + beta*decay + gamma*boost``), not a
-  raw cosine. By default nothing is cut off (``min_sim=0``), like LangGraph, which ranks every
-  item in the prefix; pass ``min_sim`` to drop unrelated hits.
-* Expired items are never returned (LangGraph's ``omit_expired=True``); ``sweep_ttl`` deletes them.
-* Namespaces obey our limits too: at most 8 labels of at most 128 characters, no '/', '\\',
-  surrounding whitespace or control characters.
+What still differs from ``SqliteStore`` is listed in the README ("LangGraph store").
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -53,62 +44,85 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
-    SearchItem,
     SearchOp,
     TTLConfig,
 )
 
+from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace
-from memory.records import MemoryMetadata, MemoryRecord, utcnow
+from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryRecord, SearchHit, utcnow
 from memory.service import MemoryService, NewMemory
 from memory.settings import MemorySettings
+from memory.store_index import EmbedderEmbeddings, check_dims, resolve_embedder, resolve_fields
 from memory.store_items import (
     SOURCE,
     UNINDEXED,
+    MemorySearchItem,
     StoreNamespaceError,
     check_filter,
     check_namespace,
     check_pattern,
-    does_match,
     is_item,
+    is_searchable,
     item_id,
     item_text,
+    item_texts,
+    item_value,
     json_value,
+    pack_vectors,
     to_item,
     to_search_item,
     ttl_minutes,
+    unpack_vectors,
     value_matches,
 )
-
-_SOURCE_FILTER = {"source": SOURCE}
-_PAGE = 256
+from memory.store_support import StoreSupport
 
 
-class MemoryStore(BaseStore):
-    """LangGraph ``BaseStore`` adapter over a :class:`MemoryService`.
+class _Put(NamedTuple):
+    """A validated PutOp: everything checked before the batch touches the store.
+
+    (A NamedTuple, not a dataclass: LangGraph Server loads this file by path, outside
+    ``sys.modules``, where ``@dataclass`` cannot resolve its own module.)
+    """
+
+    ns: Namespace
+    key: str
+    value: dict[str, Any] | None  # None: delete
+    texts: list[str]
+    ttl: float | None
+
+
+class MemoryStore(StoreSupport, BaseStore):
+    """LangGraph ``BaseStore`` over our memory service (SQLite or Qdrant, hybrid search).
 
     Args:
-        service: the memory service to store items in (its backend, embedder and scoring).
-        index: LangGraph ``IndexConfig``; only ``fields`` is used (default ``["$"]``). The
-            service's embedder does the embedding, so ``embed`` must not be given and ``dims``,
-            if given, must match it.
+        service: an open :class:`MemoryService` to use (not closed by the store). Omit it to
+            open one from ``path`` / ``settings``.
+        path: the SQLite file (``":memory:"`` for a throwaway store); default: ``settings.path``.
+        index: LangGraph ``IndexConfig``: ``embed`` (Embeddings, function, ``"provider:model"``
+            or a packaged model name; default: ``settings.embedding.model``), ``dims``,
+            ``fields`` / ``text_fields`` (default ``["$"]``).
         ttl: LangGraph ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``,
             ``sweep_interval_minutes``).
-        memory_type: ``metadata.type`` of the records (drives our type boost).
+        settings: :class:`MemorySettings` (default: ``MemorySettings.load()``: ``MEMORY_*``
+            variables, ``MEMORY_CONFIG``).
+        memory_type: ``metadata.type`` of put items; default: the namespace's first label when it
+            names a memory type (``("user_profile", "u1")``), else ``"note"``.
         min_sim: drop query hits less relevant than this; 0 ranks every item, like LangGraph.
-        owns_service: close the service when the store is closed.
+        owns_service: close the service with the store (default: when the store opened it).
 
     Example:
-        >>> from memory import MemorySettings
         >>> from memory.store import MemoryStore
-        >>> store = MemoryStore.from_settings(MemorySettings(path=":memory:"))
+        >>> store = MemoryStore(path=":memory:")
         >>> store.put(("memories", "u1"), "tea", {"content": "User drinks green tea every morning"})
         >>> store.put(("memories", "u1"), "city", {"content": "User lives in Hangzhou"})
         >>> store.get(("memories", "u1"), "tea").value
         {'content': 'User drinks green tea every morning'}
-        >>> store.search(("memories",), query="what does the user drink?", limit=1)[0].key
-        'tea'
+        >>> hit = store.search(("memories",), query="what does the user drink?", limit=1)[0]
+        >>> hit.key, 0 < hit.score <= 1
+        ('tea', True)
         >>> store.list_namespaces()
         [('memories', 'u1')]
         >>> store.close()
@@ -118,332 +132,307 @@ class MemoryStore(BaseStore):
 
     def __init__(
         self,
-        service: MemoryService,
+        service: MemoryService | None = None,
         *,
-        index: IndexConfig | None = None,
+        path: str | None = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
-        memory_type: str = "note",
+        settings: MemorySettings | None = None,
+        memory_type: str | None = None,
         min_sim: float = 0.0,
-        owns_service: bool = False,
+        owns_service: bool | None = None,
     ):
+        if index is not None and not isinstance(index, Mapping):
+            raise ValueError(f"index must be a dict like {{'dims': 512, 'fields': ['content']}}, got {index!r:.60}")
+        cfg: dict[str, Any] = dict(index or {})
+        fields = resolve_fields(cfg)
+        if service is not None:
+            if path is not None or settings is not None:
+                raise ValueError("pass either an open service or path/settings, not both")
+            if cfg.get("embed") is not None:
+                raise ValueError("the service embeds with its own model; pass index['embed'] without a service")
+            self.embeddings: Any = EmbedderEmbeddings(service.embedder)
+        else:
+            if settings is None:
+                settings = MemorySettings(path=path) if path is not None else MemorySettings.load()
+            elif path is not None:
+                settings = settings.model_copy(update={"path": path})
+            emb, self.embeddings = resolve_embedder(cfg, settings)
+            check_dims(emb, cfg.get("dims"))
+            service = MemoryService.from_settings(settings, embedder=emb)
+            owns_service = True if owns_service is None else owns_service
+        check_dims(service.embedder, cfg.get("dims"))
         self.service = service
-        index = dict(index or {})
-        if index.get("embed") is not None:
-            raise ValueError(
-                "MemoryStore embeds with its MemoryService's embedder; configure the model in "
-                "MemorySettings.embedding instead of IndexConfig['embed']"
-            )
-        if index.get("dims") is not None and index["dims"] != service.embedder.dim:
-            raise ValueError(
-                f"IndexConfig dims={index['dims']} but the service's embedder "
-                f"{service.embedder.name!r} produces {service.embedder.dim}-d vectors"
-            )
-        fields = index.get("fields") or ["$"]
-        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
-            raise ValueError(f"IndexConfig fields must be a list of paths, got {fields!r}")
-        self.index_config: IndexConfig = {"dims": service.embedder.dim, "fields": list(fields)}
+        self.index_config: IndexConfig = {**cfg, "dims": service.embedder.dim, "fields": fields}  # type: ignore[typeddict-item]
+        self._fields = fields
         self.ttl_config = ttl
-        MemoryMetadata(type=memory_type)  # validate early
+        if memory_type is not None:
+            MemoryMetadata(type=memory_type)  # validate early
         self.memory_type = memory_type
-        if not 0.0 <= min_sim <= 1.0:
+        if isinstance(min_sim, bool) or not isinstance(min_sim, int | float) or not 0.0 <= min_sim <= 1.0:
             raise ValueError(f"min_sim must be in [0, 1], got {min_sim!r}")
-        self.min_sim = min_sim
-        self._owns = owns_service
+        self.min_sim = float(min_sim)
+        self._owns = bool(owns_service)
         self._lock = threading.RLock()
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
 
     @classmethod
-    def from_settings(
-        cls,
-        settings: MemorySettings | None = None,
-        *,
-        embedder: Any = None,
-        **kwargs: Any,
-    ) -> MemoryStore:
-        """Build the service from settings (default: ``MemorySettings.load()``); owns it."""
+    def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
+                      **kwargs: Any) -> MemoryStore:
+        """Open the service ``settings`` describe (default ``MemorySettings.load()``); the store owns it."""
         service = MemoryService.from_settings(settings or MemorySettings.load(), embedder=embedder)
         return cls(service, owns_service=True, **kwargs)
 
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(cls, conn_string: str, *, index: IndexConfig | None = None,
+                         ttl: TTLConfig | None = None, **kwargs: Any) -> Iterator[MemoryStore]:
+        """Like ``SqliteStore.from_conn_string``: a store on that SQLite file, closed on exit.
+
+        Example:
+            >>> with MemoryStore.from_conn_string(":memory:") as store:
+            ...     store.setup()
+            ...     store.put(("docs",), "a", {"text": "hello"})
+            ...     store.get(("docs",), "a").value
+            {'text': 'hello'}
+        """
+        store = cls(path=conn_string, index=index, ttl=ttl, **kwargs)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def setup(self) -> None:
+        """For ``SqliteStore`` parity: the file's tables and migrations are created when the store
+        opens, so this only checks it is usable. Idempotent."""
+        self.service.backend.count()
+
+    async def asetup(self) -> None:
+        await asyncio.to_thread(self.setup)
+
     # ------------------------------------------------------------------ batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ops in order. Consecutive puts/deletes are written together (one embedding call)."""
+        """Run ops like LangGraph's stores: every op is validated first (one bad op rejects the
+        batch before anything runs), reads see the store as it was before the batch, writes are
+        applied last (the last put of a key wins) and return None."""
         ops = list(ops)
+        checked = [self._check(op) for op in ops]
         results: list[Result] = [None] * len(ops)
-        pending: list[PutOp] = []
+        puts: list[_Put] = []
         with self._lock:
-            for i, op in enumerate(ops):
+            for i, (op, c) in enumerate(zip(ops, checked, strict=True)):
                 if isinstance(op, PutOp):
-                    pending.append(op)
-                    continue
-                if pending:
-                    self._write(pending)
-                    pending = []
-                if isinstance(op, GetOp):
-                    results[i] = self._get(op)
+                    puts.append(c)
+                elif isinstance(op, GetOp):
+                    results[i] = self._get(c, op)
                 elif isinstance(op, SearchOp):
-                    results[i] = self._search(op)
-                elif isinstance(op, ListNamespacesOp):
-                    results[i] = self._list_namespaces(op)
+                    results[i] = self._search(op, c)
                 else:
-                    raise ValueError(f"Unknown operation type: {type(op).__name__}")
-            if pending:
-                self._write(pending)
+                    results[i] = self._list_namespaces(op)
+            if puts:
+                self._write(puts)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await asyncio.to_thread(self.batch, list(ops))
 
-    # ------------------------------------------------------------------ writes
-    def _write(self, ops: Sequence[PutOp]) -> None:
-        now = utcnow()
-        final: dict[str, tuple[Namespace, PutOp]] = {}
-        for op in ops:  # the last op on a key wins, as in LangGraph's stores
-            ns = check_namespace(op.namespace)
-            final[item_id(ns, str(op.key))] = (ns, op)
-        to_delete = [rid for rid, (_, op) in final.items() if op.value is None]
-        puts = {rid: v for rid, v in final.items() if v[1].value is not None}
-        records: list[MemoryRecord] = []
-        if puts:
-            # Keep created_at of items being replaced (SqliteStore/PostgresStore do too).
-            existing = {r.id: r for r in self.service.backend.get(list(puts))}
-            for rid, (ns, op) in puts.items():
-                records.append(self._record(rid, ns, op, now, existing.get(rid)))
-        if to_delete:
-            self.service.backend.delete(to_delete)
-        if records:
-            vectors = self.service.embedder.embed_documents([r.content for r in records])
-            self.service.backend.upsert(records, vectors)
+    def _check(self, op: Any) -> Any:
+        if isinstance(op, GetOp):
+            return check_namespace(op.namespace)
+        if isinstance(op, PutOp):
+            return self._check_put(op)
+        if isinstance(op, SearchOp):
+            prefix = check_namespace(op.namespace_prefix, allow_empty=True)
+            flt = check_filter(op.filter)
+            for name in ("limit", "offset"):
+                v = getattr(op, name)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise InvalidInput(f"search {name} must be an integer >= 0, got {v!r}")
+            if op.query is not None and not isinstance(op.query, str):
+                raise InvalidInput(f"query must be a string, got {type(op.query).__name__}")
+            return prefix, flt
+        if isinstance(op, ListNamespacesOp):
+            for c in op.match_conditions or ():
+                check_pattern(c.path)
+                if c.match_type not in ("prefix", "suffix"):
+                    raise ValueError(f"Unsupported match type: {c.match_type!r}; use 'prefix' or 'suffix'")
+            if op.max_depth is not None and (
+                    isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1):
+                raise InvalidInput(f"max_depth must be a positive integer, got {op.max_depth!r}")
+            if op.limit < 0 or op.offset < 0:
+                raise InvalidInput("limit and offset must be >= 0")
+            return None
+        raise ValueError(f"Unknown operation type: {type(op).__name__}; expected GetOp, PutOp, SearchOp or "
+                         "ListNamespacesOp")
 
-    def _record(
-        self, rid: str, ns: Namespace, op: PutOp, now: datetime, old: MemoryRecord | None
-    ) -> MemoryRecord:
+    def _check_put(self, op: PutOp) -> _Put:
+        ns = check_namespace(op.namespace)
+        key = str(op.key)
+        if op.value is None:
+            return _Put(ns, key, None, [], None)
         if not isinstance(op.value, Mapping):
             raise InvalidInput(f"value must be a dict, got {type(op.value).__name__}")
         value = json_value(op.value)
         ttl = ttl_minutes(op.ttl)
         if op.index is False:
-            text = ""
+            texts: list[str] = []
         else:
-            if op.index is not None and (
-                isinstance(op.index, str) or not isinstance(op.index, list | tuple)
-            ):
+            if op.index is not None and (isinstance(op.index, str) or not isinstance(op.index, list | tuple)):
                 raise InvalidInput(f"index must be False or a list of paths, got {op.index!r}")
-            text = item_text(
-                value, list(op.index) if op.index is not None else self.index_config["fields"]
-            )
-        # The index text is derived data: make it acceptable to clean_content instead of failing.
-        text = text.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip()
-        text = text[: self.service.settings.max_content_chars].strip()
-        indexed = bool(text)
-        meta = MemoryMetadata(
-            type=self.memory_type,
-            source=SOURCE,
-            extra={"key": str(op.key), "value": value, "indexed": indexed, "ttl_minutes": ttl},
-        )
-        rec = self.service.build_record(
-            NewMemory(text if indexed else UNINDEXED, ns, meta, id=rid), now
-        )
-        return rec.model_copy(
-            update={
-                "created_at": old.created_at if old is not None else now,
-                "updated_at": now,
-                # LangGraph's ttl (or none) decides, not MemorySettings.default_ttl_days.
-                "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
-            }
-        )
+            texts = item_texts(value, list(op.index) if op.index is not None else self._fields)
+        limit = self.service.settings.max_content_chars
+        if sum(len(t) + 1 for t in texts) > limit:  # keep the record's text within our limit
+            kept, total = [], 0
+            for t in texts:
+                kept.append(t[: max(0, limit - total)].strip())
+                total += len(t) + 1
+                if total >= limit:
+                    break
+            texts = [t for t in kept if t]
+        return _Put(ns, key, value, texts, ttl)
+
+    # ------------------------------------------------------------------ writes
+    def _type_for(self, ns: Namespace, old: MemoryRecord | None) -> str:
+        if self.memory_type is not None:
+            return self.memory_type
+        if old is not None and not is_item(old):
+            return old.metadata.type  # a Supervisor memory overwritten through the store stays what it was
+        return ns[0] if ns[0] in MEMORY_TYPES else "note"
+
+    def _existing(self, keys: Iterable[tuple[Namespace, str]]) -> dict[tuple[Namespace, str], MemoryRecord]:
+        """The stored record each (namespace, key) addresses: the adapter's item, or a memory
+        written elsewhere whose id is the key (langmem updates and deletes those by id)."""
+        keys = list(keys)
+        native = {k: _native_id(k) for _, k in keys}
+        ids = {item_id(ns, k) for ns, k in keys} | {i for i in native.values() if i}
+        found = {r.id: r for r in self.service.backend.get(sorted(ids))} if ids else {}
+        out: dict[tuple[Namespace, str], MemoryRecord] = {}
+        for ns, k in keys:
+            r = found.get(item_id(ns, k))
+            if r is not None and r.namespace == ns and is_item(r):
+                out[(ns, k)] = r
+                continue
+            r = found.get(native[k] or "")
+            if r is not None and r.namespace == ns and not is_item(r):
+                out[(ns, k)] = r
+        return out
+
+    def _write(self, puts: Sequence[_Put]) -> None:
+        now = utcnow()
+        final = {(p.ns, p.key): p for p in puts}  # the last op on a key wins, as in LangGraph's stores
+        existing = self._existing(final)
+        to_delete = [existing[k].id for k, p in final.items() if p.value is None and k in existing]
+        writes = [p for p in final.values() if p.value is not None]
+        texts = [t for p in writes for t in (p.texts or [UNINDEXED])]
+        vectors = self.service.embedder.embed_documents(texts) if texts else None
+        records, rows, i = [], [], 0
+        for p in writes:
+            n = max(1, len(p.texts))
+            part = np.asarray(vectors[i: i + n], dtype=np.float32)  # type: ignore[index]
+            i += n
+            old = existing.get((p.ns, p.key))
+            records.append(self._record(p, old, now, pack_vectors(part) if n > 1 else None))
+            vec = part.mean(axis=0) if n > 1 else part[0]
+            rows.append(vec / (np.linalg.norm(vec) or 1.0))
+        if to_delete:
+            self.service.backend.delete(to_delete)
+        if records:
+            self.service.backend.upsert(records, np.stack(rows).astype(np.float32))
+
+    def _record(self, p: _Put, old: MemoryRecord | None, now: datetime, packed: list[str] | None) -> MemoryRecord:
+        indexed = bool(p.texts)
+        extra: dict[str, Any] = {"key": p.key, "value": p.value, "indexed": indexed, "ttl_minutes": p.ttl}
+        if packed:
+            extra["vectors"] = packed
+        meta = MemoryMetadata(type=self._type_for(p.ns, old), source=SOURCE, extra=extra)
+        rid = old.id if old is not None else item_id(p.ns, p.key)
+        content = "\n".join(p.texts) if indexed else UNINDEXED
+        rec = self.service.build_record(NewMemory(content, p.ns, meta, id=rid), now)
+        return rec.model_copy(update={
+            "created_at": old.created_at if old is not None else now,  # as SqliteStore / PostgresStore
+            "updated_at": now,
+            # LangGraph's ttl (or none) decides, not MemorySettings.default_ttl_days.
+            "expires_at": now + timedelta(minutes=p.ttl) if p.ttl is not None else None,
+        })
 
     # ------------------------------------------------------------------ reads
-    def _get(self, op: GetOp) -> Item | None:
-        ns = check_namespace(op.namespace)
-        found = self.service.backend.get([item_id(ns, str(op.key))])
-        if not found or not is_item(found[0]) or found[0].namespace != ns:
+    def _get(self, ns: Namespace, op: GetOp) -> Item | None:
+        rec = self._existing([(ns, str(op.key))]).get((ns, str(op.key)))
+        if rec is None:
             return None
         if op.refresh_ttl:
-            self._refresh(found)
-        return to_item(found[0])
+            self._refresh([rec])
+        return to_item(rec)
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
-        prefix = check_namespace(op.namespace_prefix, allow_empty=True)
-        flt = check_filter(op.filter)
-        for name in ("limit", "offset"):
-            v = getattr(op, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InvalidInput(f"search {name} must be an integer >= 0, got {v!r}")
+    def _search(self, op: SearchOp, checked: tuple[Namespace, dict[str, Any] | None]) -> list[MemorySearchItem]:
+        prefix, flt = checked
         if op.limit == 0:
             return []
-        query = op.query.strip() if isinstance(op.query, str) else None
-        if op.query is not None and not isinstance(op.query, str):
-            raise InvalidInput(f"query must be a string, got {type(op.query).__name__}")
-        if query:
-            found = self._ranked(query, prefix, flt, op.offset + op.limit)[op.offset :]
+        query = op.query.strip() if op.query else ""
+        if not query:
+            records = self._listed(prefix, flt, op.offset, op.limit)
+            out = [to_search_item(r, None) for r in records]
         else:
-            found = [(r, None) for r in self._listed(prefix, flt, op.offset, op.limit)]
+            ranked, complete = self._ranked(query, prefix, flt, op.offset + op.limit)
+            page = self._cosines(ranked[op.offset: op.offset + op.limit], query)
+            records = [h.record for h, _ in page]
+            out = [to_search_item(h.record, cos, h.breakdown.score, h.breakdown.as_dict()) for h, cos in page]
+            if complete and len(out) < op.limit:
+                # Items put with index=False come after every ranked one, score None (InMemoryStore).
+                rest = self._listed(prefix, flt, max(0, op.offset - len(ranked)), op.limit - len(out),
+                                    keep=lambda r: not is_searchable(r))
+                records += rest
+                out += [to_search_item(r, None) for r in rest]
         if op.refresh_ttl:
-            self._refresh([r for r, _ in found])
-        return [to_search_item(r, s) for r, s in found]
+            self._refresh(records)
+        return out
 
-    def _ranked(
-        self, query: str, prefix: Namespace, flt: dict[str, Any] | None, want: int
-    ) -> list[tuple[MemoryRecord, float]]:
-        """Hybrid search, then value filters; widen the candidate pool until ``want`` survive."""
-        if prefix:
-            prefixes: list[Namespace] = [prefix]
-        else:  # our service searches within namespaces: use every top-level label
-            prefixes = sorted({ns[:1] for ns, _ in self.service.backend.namespaces()})
-            if not prefixes:
-                return []
+    def _ranked(self, query: str, prefix: Namespace, flt: dict[str, Any] | None,
+                want: int) -> tuple[list[tuple[SearchHit, float | None]], bool]:
+        """Hybrid search, value filters, max pooling over index paths, in our order; and whether
+        that is every indexed item under the prefix."""
+        backend = self.service.backend
+        prefixes = [prefix] if prefix else sorted({ns[:1] for ns, _ in backend.namespaces()})
+        if not prefixes:
+            return [], True
         n = max(want, self.service.settings.scoring.candidates)
-        while True:
-            hits = self.service.search(
-                query, prefixes, top_k=n, filter=_SOURCE_FILTER, min_sim=self.min_sim
-            )
-            kept = [
-                (h.record, h.score)
-                for h in hits
-                if is_item(h.record)
-                and h.record.metadata.extra.get("indexed", True)
-                and value_matches(h.record.metadata.extra["value"], flt)
-            ]
+        while True:  # widen the candidate pool until enough hits survive the value filter
+            hits = self.service.search(query, prefixes, top_k=n, min_sim=self.min_sim, min_score=0.0)
+            kept = [h for h in hits if is_searchable(h.record) and value_matches(item_value(h.record), flt)]
             if len(kept) >= want or len(hits) < n:
-                return kept[:want]
+                break
             n *= 4
+        qv = self.service.embedder.embed_query(query)
+        pooled = [self._pool(h, qv) for h in kept]
+        pooled.sort(key=lambda hc: (-hc[0].breakdown.score, -hc[0].record.updated_at.timestamp(), hc[0].record.id))
+        return pooled, len(hits) < n and self.min_sim == 0
 
-    def _listed(
-        self, prefix: Namespace, flt: dict[str, Any] | None, offset: int, limit: int
-    ) -> list[MemoryRecord]:
-        """Newest first (``updated_at``), value filters applied before offset/limit."""
-        backend = self.service.backend
-        ns = prefix or None
-        if not flt:
-            recs = backend.scroll(ns, filter=_SOURCE_FILTER, limit=limit, offset=offset)
-            return [r for r in recs if is_item(r)]
-        out: list[MemoryRecord] = []
-        skipped = 0
-        page = 0
-        while True:
-            recs = backend.scroll(ns, filter=_SOURCE_FILTER, limit=_PAGE, offset=page * _PAGE)
-            for r in recs:
-                if not is_item(r) or not value_matches(r.metadata.extra["value"], flt):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                out.append(r)
-                if len(out) >= limit:
-                    return out
-            if len(recs) < _PAGE:
-                return out
-            page += 1
-
-    def _refresh(self, records: Sequence[MemoryRecord]) -> None:
-        """Extend ``expires_at`` by each item's ttl (items put with a ttl only)."""
-        read = {r.id: r for r in records if r.metadata.extra.get("ttl_minutes")}
-        if not read:
-            return
-        now = utcnow()
-        backend = self.service.backend
-        # Re-read under our lock and skip items changed since they were read, so a refresh
-        # never writes back an older version over a concurrent put.
-        fresh = [r for r in backend.get(list(read)) if r.updated_at == read[r.id].updated_at]
-        if not fresh:
-            return
-        updated = [
-            r.model_copy(
-                update={
-                    "expires_at": now + timedelta(minutes=float(r.metadata.extra["ttl_minutes"]))
-                }
-            )  # type: ignore[arg-type]
-            for r in fresh
-        ]
-        get_vectors = getattr(backend, "get_vectors", None)
-        try:
-            vectors = get_vectors([r.id for r in updated]) if callable(get_vectors) else None
-        except NotFound:
-            vectors = None
-        if vectors is None:
-            vectors = self.service.embedder.embed_documents([r.content for r in updated])
-        backend.upsert(updated, vectors)
-
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        conds = tuple(op.match_conditions or ())
-        for c in conds:
-            check_pattern(c.path)
-        if op.max_depth is not None and (
-            isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1
-        ):
-            raise InvalidInput(f"max_depth must be a positive integer, got {op.max_depth!r}")
-        if op.limit < 0 or op.offset < 0:
-            raise InvalidInput("limit and offset must be >= 0")
-        namespaces = [
-            ns for ns in self._live_namespaces() if all(does_match(c, ns) for c in conds)
-        ]
-        if op.max_depth is not None:
-            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
-        else:
-            namespaces = sorted(namespaces)
-        return namespaces[op.offset : op.offset + op.limit]
-
-    def _live_namespaces(self) -> list[Namespace]:
-        """Namespaces holding at least one live item of this adapter (not other records).
-
-        ``backend.namespaces()`` lists every namespace with rows of any kind, expired included;
-        counts are per prefix, so an exact count is the prefix count minus the prefix counts of
-        the nearest namespaces below it.
-        """
-        backend = self.service.backend
-        cands = {ns for ns, _ in backend.namespaces()}
-        below = {ns: backend.count(ns, filter=_SOURCE_FILTER) for ns in cands}
-        nested = dict.fromkeys(cands, 0)
-        for ns in cands:
-            for i in range(len(ns) - 1, 0, -1):
-                if ns[:i] in cands:
-                    nested[ns[:i]] += below[ns]
-                    break
-        return [ns for ns in cands if below[ns] - nested[ns] > 0]
-
-    # ------------------------------------------------------------------ TTL sweeping
-    def sweep_ttl(self) -> int:
-        """Delete this adapter's expired items; returns how many."""
-        with self._lock:
-            return self.service.backend.delete(
-                filter={**_SOURCE_FILTER, "expires_at": {"$lte": utcnow()}}
-            )
-
-    def start_ttl_sweeper(
-        self, sweep_interval_minutes: float | None = None
-    ) -> concurrent.futures.Future[None]:
-        """Sweep expired items periodically in a daemon thread (default: TTLConfig or 5 minutes)."""
-        interval = (
-            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        )
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        if self._sweeper is not None and self._sweeper.is_alive():
-            done.set_result(None)
-            return done
-        self._sweeper_stop.clear()
-
-        def run() -> None:
+    def _cosines(self, page: list[tuple[SearchHit, float | None]], query: str) -> list[tuple[SearchHit, float]]:
+        """The backend's vector score is clipped at 0 for ranking; LangGraph reports raw cosine."""
+        unknown = [h.record.id for h, c in page if c is None]
+        raw: dict[str, float] = {}
+        if unknown:
+            qv = self.service.embedder.embed_query(query)
             try:
-                while not self._sweeper_stop.wait(float(interval) * 60.0):
-                    self.sweep_ttl()
-            finally:
-                done.set_result(None)
+                vecs = self.service.backend.get_vectors(unknown)  # type: ignore[attr-defined]
+                raw = dict(zip(unknown, (vecs @ qv).tolist(), strict=True))
+            except (AttributeError, NotFound):
+                raw = {}
+        return [(h, c if c is not None else raw.get(h.record.id, h.breakdown.vector)) for h, c in page]
 
-        self._sweeper = threading.Thread(target=run, name="memory-store-ttl-sweeper", daemon=True)
-        self._sweeper.start()
-        return done
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; True when it has stopped."""
-        if self._sweeper is None:
-            return True
-        self._sweeper_stop.set()
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
+    def _pool(self, h: SearchHit, qv: np.ndarray) -> tuple[SearchHit, float | None]:
+        """An item with several index texts scores by its best one (LangGraph's max pooling)."""
+        vecs = unpack_vectors(h.record.metadata.extra.get("vectors"), self.service.embedder.dim) \
+            if is_item(h.record) else None
+        if vecs is None:
+            return h, (h.breakdown.vector if h.breakdown.vector > 0 else None)
+        cos = float(np.max(vecs @ qv))
+        cfg = self.service.settings.scoring
+        b = h.breakdown
+        sim = scoring.similarity(max(0.0, cos), b.keyword, cfg.vector_weight, cfg.vector_floor)
+        b = replace(b, vector=max(0.0, cos), sim=sim, score=b.score + cfg.alpha * (sim - b.sim))
+        return SearchHit(h.record, b), cos
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -459,6 +448,19 @@ class MemoryStore(BaseStore):
         self.close()
 
 
+def _native_id(key: str) -> str | None:
+    """The memory id a key may name: the key itself, or the hex of a UUID in any spelling
+    (langmem passes ids back as ``str(uuid.UUID(id))``, with hyphens); None when it cannot be one."""
+    if not (0 < len(key) <= 128 and key == key.strip() and all(ord(c) >= 32 for c in key)):
+        return None
+    if len(key) == 36 and key.count("-") == 4:
+        try:
+            return uuid.UUID(key).hex
+        except ValueError:
+            return key
+    return key
+
+
 def make_store() -> MemoryStore:
     """Store factory for LangGraph Server / Studio.
 
@@ -467,10 +469,11 @@ def make_store() -> MemoryStore:
     managers and coroutines). Settings come from ``MemorySettings.load()``: ``MEMORY_*``
     environment variables and the YAML file named by ``MEMORY_CONFIG``.
     """
-    return MemoryStore.from_settings(MemorySettings.load())
+    return MemoryStore(settings=MemorySettings.load())
 
 
 __all__ = [
+    "MemorySearchItem",
     "MemoryStore",
     "SOURCE",
     "StoreNamespaceError",

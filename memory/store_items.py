@@ -7,10 +7,13 @@ mapping): record ids of items, LangGraph's and our namespace rules, value filter
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +28,7 @@ from memory.service import MAX_TTL_DAYS
 SOURCE = "langgraph_store"
 UNINDEXED = "\u2205"  # "∅": no keyword terms; the record still needs non-empty content
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+_FILTER_KEY = re.compile(r"^[\w.-]+\Z")
 
 
 class StoreNamespaceError(InvalidNamespaceError, InvalidNamespace):
@@ -37,44 +41,98 @@ def item_id(namespace: Sequence[str], key: str) -> str:
     return hashlib.sha1(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def check_namespace(namespace: Any, *, allow_empty: bool = False) -> Namespace:
-    """LangGraph's label rules ('.', NUL, empty, non-str), then ours; one error type for both."""
-    if not isinstance(namespace, tuple | list):
+# ---------------------------------------------------------------- namespace labels
+# LangGraph accepts any non-empty label without '.' or NUL; our namespaces (memory.namespace) also
+# refuse '/', '\\', surrounding whitespace and control/invisible characters, because the CLI, the
+# audit log and the SQLite file key namespaces by their '/'-joined form. Labels the store accepts
+# and ours do not are stored percent-escaped (one label in, one label out), so ("users", "alice\n")
+# is its own namespace, prefix matching stays on label boundaries, and every label that is
+# already valid for us (all the Supervisor's) is stored unchanged.
+_HEX = "0123456789abcdefABCDEF"
+
+
+def _needs_escape(label: str, i: int, ch: str) -> bool:
+    if ch in "/\\" or unicodedata.category(ch) in {"Cc", "Cs", "Cf", "Zl", "Zp"}:
+        return True
+    if ch.isspace() and (not label[:i].strip() or not label[i + 1 :].strip()):
+        return True  # leading or trailing whitespace
+    return ch == "%" and len(label) > i + 2 and label[i + 1] in _HEX and label[i + 2] in _HEX
+
+
+def encode_label(label: str) -> str:
+    """A LangGraph label as one of our labels (identity for labels we accept without '%XX')."""
+    out: list[str] = []
+    for i, ch in enumerate(label):
+        if _needs_escape(label, i, ch):
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_ESCAPED = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def decode_label(label: str) -> str:
+    """Inverse of :func:`encode_label`."""
+    if "%" not in label:
+        return label
+
+    def unescape(m: re.Match[str]) -> str:
+        raw = bytes.fromhex(m.group(0).replace("%", ""))
+        try:
+            return raw.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return m.group(0)
+
+    return _ESCAPED.sub(unescape, label)
+
+
+def decode_namespace(ns: Sequence[str]) -> tuple[str, ...]:
+    return tuple(decode_label(label) for label in ns)
+
+
+def check_labels(namespace: Any) -> tuple[Any, ...]:
+    """LangGraph's label rules (``_validate_namespace_labels``) with messages that say what to do."""
+    if isinstance(namespace, str | bytes) or not isinstance(namespace, Iterable):
         raise StoreNamespaceError(
-            f"namespace must be a tuple of strings, got {type(namespace).__name__}"
+            f"namespace must be a tuple of strings like ('memories', 'u1'), got {type(namespace).__name__} "
+            f"{namespace!r:.60}"
         )
     ns = tuple(namespace)
-    if not ns:
-        if allow_empty:
-            return ns
-        raise StoreNamespaceError("Namespace cannot be empty.")
     for label in ns:
         if not isinstance(label, str):
             raise StoreNamespaceError(
-                f"Invalid namespace label {label!r} in {ns}: labels must be strings, "
-                f"got {type(label).__name__}"
+                f"Invalid namespace label {label!r} in {ns}: labels must be strings, got {type(label).__name__}"
             )
+        if not label:
+            raise StoreNamespaceError(f"Invalid namespace {ns}: labels cannot be empty strings")
         if "." in label:
             raise StoreNamespaceError(
-                f"Invalid namespace label {label!r} in {ns}: labels cannot contain periods ('.')"
+                f"Invalid namespace label {label!r} in {ns}: labels cannot contain periods ('.'); "
+                "split it into two labels"
             )
+        if "\x00" in label:
+            raise StoreNamespaceError(f"Invalid namespace label {label!r} in {ns}: labels cannot contain NUL bytes")
+    return ns
+
+
+def check_namespace(namespace: Any, *, allow_empty: bool = False) -> Namespace:
+    """LangGraph's label rules, then our limits (depth, label length); returns the stored form."""
+    ns = check_labels(namespace)
+    if not ns:
+        if allow_empty:
+            return ()
+        raise StoreNamespaceError("Namespace cannot be empty.")
     try:
-        return parse_namespace(ns)
+        return parse_namespace(tuple(encode_label(label) for label in ns))
     except InvalidNamespace as exc:
         raise StoreNamespaceError(str(exc)) from exc
 
 
 def check_pattern(path: Sequence[str]) -> tuple[str, ...]:
-    """A list_namespaces prefix/suffix: labels checked like namespaces, '*' allowed."""
-    if not isinstance(path, tuple | list):
-        raise StoreNamespaceError(
-            f"namespace pattern must be a tuple of strings, got {type(path).__name__}"
-        )
-    labels = tuple(path)
-    concrete = [label for label in labels if label != "*"]
-    if concrete:
-        check_namespace(concrete)
-    return labels
+    """A list_namespaces prefix/suffix (LangGraph's label rules; '*' is a wildcard); matched decoded."""
+    return check_labels(path)
 
 
 def does_match(cond: MatchCondition, ns: Namespace) -> bool:
@@ -109,8 +167,13 @@ def check_filter(flt: Any) -> dict[str, Any] | None:
                     walk(v)
 
     for key, cond in flt.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"filter keys must be non-empty strings, got {key!r}")
+        if not isinstance(key, str) or not _FILTER_KEY.match(key):
+            # SqliteStore's rule (it builds SQL from keys; we do not, but a key outside this set
+            # is a mistake or an attack either way), widened to non-ASCII letters and digits.
+            raise ValueError(
+                f"Invalid filter key: {key!r}. Filter keys must contain only letters, digits, "
+                "underscores, dots (nested fields: 'user.city') and hyphens."
+            )
         walk(cond)
     return dict(flt)
 
@@ -195,11 +258,13 @@ def _render(obj: Any) -> str:
     return "\n".join(t.strip() for t in _leaves(obj) if t and t.strip())
 
 
-def item_text(value: Mapping[str, Any], paths: Sequence[str]) -> str:
-    """The text embedded for an item: the texts at ``paths`` (LangGraph path syntax), joined.
+def item_texts(value: Mapping[str, Any], paths: Sequence[str]) -> list[str]:
+    """The texts embedded for an item, one per match of each path (LangGraph path syntax).
 
     ``"$"`` is the whole value. Dicts and lists (found at a path, or the whole value) are
     rendered as their leaf values, one per line; numbers and booleans keep their field name.
+    Empty and repeated texts are dropped; NULs and unpaired surrogates are made harmless (the
+    texts are derived data, so they are cleaned rather than refused).
     """
     parts: list[str] = []
     for path in paths:
@@ -213,7 +278,13 @@ def item_text(value: Mapping[str, Any], paths: Sequence[str]) -> str:
                 except ValueError:
                     pass
             parts.append(text)
-    return "\n".join(p for p in (p.strip() for p in parts) if p)
+    cleaned = (p.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8").strip() for p in parts)
+    return list(dict.fromkeys(p for p in cleaned if p))
+
+
+def item_text(value: Mapping[str, Any], paths: Sequence[str]) -> str:
+    """All of an item's index texts, one per line (what is keyword-indexed and shown)."""
+    return "\n".join(item_texts(value, paths))
 
 
 def ttl_minutes(ttl: Any) -> float | None:
@@ -242,38 +313,117 @@ def json_value(value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_item(rec: MemoryRecord) -> bool:
-    """Whether a record is an item the adapter wrote (other records share the namespaces)."""
+    """Whether a record is an item the adapter wrote (``put``), as opposed to a memory written by
+    the Supervisor, the CLI or the Python API, which the store shows as a derived item."""
     extra = rec.metadata.extra
-    return (
-        rec.metadata.source == SOURCE
-        and isinstance(extra.get("value"), dict)
-        and "key" in extra
-    )
+    return rec.metadata.source == SOURCE and isinstance(extra.get("value"), dict) and "key" in extra
+
+
+def item_key(rec: MemoryRecord) -> str:
+    """An adapter item's key; a native memory's key is its id."""
+    return str(rec.metadata.extra["key"]) if is_item(rec) else rec.id
+
+
+def item_value(rec: MemoryRecord) -> dict[str, Any]:
+    """An adapter item's value as put; a native memory's value is derived from the record:
+    ``{"content", "type", "source"}`` plus ``agent`` / ``tags`` when set (langmem reads
+    ``value["content"]``)."""
+    if is_item(rec):
+        return dict(rec.metadata.extra["value"])  # type: ignore[arg-type]
+    m = rec.metadata
+    value: dict[str, Any] = {"content": rec.content, "type": m.type, "source": m.source}
+    if m.agent:
+        value["agent"] = m.agent
+    if m.tags:
+        value["tags"] = list(m.tags)
+    return value
+
+
+def is_searchable(rec: MemoryRecord) -> bool:
+    """Adapter items put with ``index=False`` (or with no text at their paths) never match a query."""
+    return not is_item(rec) or bool(rec.metadata.extra.get("indexed", True))
+
 
 def to_item(rec: MemoryRecord) -> Item:
-    """The LangGraph ``Item`` an adapter record holds."""
+    """The LangGraph ``Item`` a record holds (namespace labels decoded)."""
     return Item(
-        value=dict(rec.metadata.extra["value"]),
-        key=str(rec.metadata.extra["key"]),
-        namespace=rec.namespace,
+        value=item_value(rec),
+        key=item_key(rec),
+        namespace=decode_namespace(rec.namespace),
         created_at=rec.created_at,
         updated_at=rec.updated_at,
     )
 
-def to_search_item(rec: MemoryRecord, score: float | None) -> SearchItem:
-    """The LangGraph ``SearchItem`` of an adapter record (``score`` None when listed)."""
-    return SearchItem(
-        namespace=rec.namespace,
-        key=str(rec.metadata.extra["key"]),
-        value=dict(rec.metadata.extra["value"]),
+
+class MemorySearchItem(SearchItem):
+    """A ``SearchItem`` that also says how our ranking scored it.
+
+    ``score`` is what LangGraph's stores report: the cosine similarity of the query and the item
+    (the best of its index paths). Results are ordered by ``memory_score``, our hybrid score
+    (``alpha*sim + beta*decay + gamma*boost + query rules``), explained by ``breakdown``
+    (:class:`memory.records.ScoreBreakdown` as a dict). Both are None for listings.
+    """
+
+    __slots__ = ("memory_score", "breakdown")
+
+    def __init__(
+        self,
+        *args: Any,
+        memory_score: float | None = None,
+        breakdown: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.memory_score = memory_score
+        self.breakdown = breakdown
+
+
+def to_search_item(
+    rec: MemoryRecord, score: float | None, memory_score: float | None = None,
+    breakdown: dict[str, float] | None = None,
+) -> MemorySearchItem:
+    """The ``SearchItem`` of a record (``score`` None when listed)."""
+    return MemorySearchItem(
+        namespace=decode_namespace(rec.namespace),
+        key=item_key(rec),
+        value=item_value(rec),
         created_at=rec.created_at,
         updated_at=rec.updated_at,
         score=score,
+        memory_score=memory_score,
+        breakdown=breakdown,
     )
 
 
+# ---------------------------------------------------------------- per-path vectors
+# An item with several index texts (``fields=["title", "body"]``, ``"items[*].text"``) keeps one
+# vector per text, as LangGraph's stores do, and is scored by the best of them (max pooling). The
+# backend holds one vector per record (the normalised mean: it finds the item as a candidate); the
+# per-text vectors ride along in ``metadata.extra["vectors"]`` as base64 float32.
+def pack_vectors(vectors: Any) -> list[str]:
+    import numpy as np
+
+    return [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii") for v in vectors]
+
+
+def unpack_vectors(packed: Any, dim: int) -> Any:
+    """The per-text vectors of an item (None when it has only its record vector)."""
+    import numpy as np
+
+    if not isinstance(packed, list) or not packed:
+        return None
+    try:
+        rows = [np.frombuffer(base64.b64decode(p), dtype="<f4") for p in packed]
+    except (ValueError, TypeError):
+        return None
+    if any(r.shape != (dim,) for r in rows):
+        return None
+    return np.stack(rows)
+
+
 __all__ = [
-    "OPERATORS", "SOURCE", "UNINDEXED", "StoreNamespaceError", "check_filter", "check_namespace", "check_pattern",
-    "does_match", "is_item", "item_id", "item_text", "json_value", "to_item", "to_search_item", "ttl_minutes",
-    "value_matches",
+    "OPERATORS", "SOURCE", "UNINDEXED", "MemorySearchItem", "StoreNamespaceError", "check_filter", "check_labels",
+    "check_namespace", "check_pattern", "decode_label", "decode_namespace", "does_match", "encode_label", "is_item",
+    "is_searchable", "item_id", "item_key", "item_text", "item_texts", "item_value", "json_value", "pack_vectors",
+    "to_item", "to_search_item", "ttl_minutes", "unpack_vectors", "value_matches",
 ]

@@ -95,6 +95,23 @@ def as_chat_model(model: BaseChatModel | str | None) -> BaseChatModel | None:
     raise TypeError(f"model must be a chat model, an init_chat_model string or None, got {type(model).__name__}")
 
 
+def bind_tools_or_explain(model: BaseChatModel, tools: Sequence[Any], who: str) -> Any:
+    """``model.bind_tools(tools)``, or a ``TypeError`` that says what to use instead.
+
+    Test doubles such as ``GenericFakeChatModel`` cannot call tools; LangChain then raises a bare
+    ``NotImplementedError`` from deep inside the first run.
+    """
+    try:
+        return model.bind_tools(tools)
+    except NotImplementedError as exc:
+        raise TypeError(
+            f"{who} chat model {type(model).__name__} cannot call tools (bind_tools is not implemented). "
+            "Use a tool-calling model (e.g. init_chat_model('openai:gpt-4o-mini')); for the Supervisor, "
+            "model=None routes offline with the semantic router; for tests and offline demos use "
+            "supervisor.scripted.ScriptedChatModel, which replays scripted replies and tool calls."
+        ) from exc
+
+
 def _compose_answer(user_text: str, results: Sequence[Mapping[str, Any]], log_: Sequence[Mapping[str, Any]]) -> str:
     """The no-model Supervisor's reply: the last agent's answer, or what memory stored."""
     zh = bool(_CJK.search(user_text))
@@ -152,7 +169,11 @@ def build_supervisor_graph(
     budget = mm.settings.policy.summary_max_tokens if context_budget is None else context_budget
     wb = WriteBehind() if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None
     handoff_tools = [make_handoff_tool(a) for a in agents]
-    bound = chat.bind_tools(handoff_tools) if chat is not None else None
+    bound = bind_tools_or_explain(chat, handoff_tools, "the Supervisor's") if chat is not None else None
+    for a in agents:
+        model_of = getattr(a, "model", None)
+        if isinstance(model_of, BaseChatModel) and a.tools:
+            bind_tools_or_explain(model_of, list(a.tools), f"agent {a.name}'s")
     semantic = router if router is not None or chat is not None else SemanticRouter(mm.service.embedder, agents)
     agent_list = "\n".join(f"- {a.name}: {a.description}" for a in agents)
 

@@ -3,27 +3,18 @@
 ``langgraph.json`` points ``"graphs": {"supervisor": "./supervisor/studio.py:make_graph"}`` here and
 ``"store": {"path": "./memory/store.py:make_store"}`` at our store adapter. Both read their settings
 from ``MemorySettings.load()`` (``MEMORY_*`` environment variables, e.g. ``MEMORY_PATH``), so the
-graph's :class:`MemoryManager` and the server's store open the same memory file.
-
-Graph::
-
-    START → supervisor (the graph of :func:`supervisor.graph.build_supervisor_graph`) → publish_memories → END
-
-All memory writes and reads go through the manager, inside the Supervisor graph's memory nodes.
-``publish_memories`` then mirrors the user's current memories (read from the manager's service)
-into the LangGraph store under ``("memories", <user_id>)`` — key = memory id, value = content,
-origin namespace, type, timestamps — and drops mirror items whose memory is gone. Why a mirror:
-the store adapter deliberately only sees its own items (``metadata.source == "langgraph_store"``),
-so without it the server's store API (``/store/items``, ``client.store.search_items``) and Studio's
-Memory tab would show nothing of what the Supervisor remembered. The mirror is a read-only view:
-nothing reads it back into prompts, and ``MemoryManager.forget_user`` deletes it with the rest of
-the user's namespaces.
+graph's :class:`MemoryManager` and the server's store open the same memory file, and the store
+shows what the Supervisor remembered under its own namespaces (``("user_profile", <user>)``,
+``("domain_facts", <user>)``, ``("text2sql_memories", <user>)`` ...): Studio's Memory tab and
+``client.store.search_items`` read them directly.
 
 Models: ``MEMORY_DEMO_MODEL`` (an ``init_chat_model`` string, e.g. ``"openai:gpt-4.1-mini"``) runs the
 Supervisor and every agent on that model. Unset, the Supervisor routes with the offline semantic
-router, and the agents answer with :class:`OfflineChatModel`, which says that no chat model is
-configured (scenario replays need per-turn scripts, which an interactive Studio session has not).
-Memory extraction, injection and the store work the same either way.
+router and the agents replay their LLM steps from the demo scenario
+(``supervisor/scenarios/demo.yaml``, :class:`ScenarioReplayModel`): type the demo's messages in
+Studio (or send them with langgraph-sdk) and the whole scenario runs, report included; a message
+the scenario does not have gets a reply saying that no chat model is configured. Memory
+extraction, injection and the store work the same either way.
 
 The user id comes from the run's ``context`` (``{"user_id": "u1"}``), or ``configurable.user_id``.
 """
@@ -31,122 +22,97 @@ The user id comes from the run's ``context`` (``{"user_id": "u1"}``), or ``confi
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 import threading
-from datetime import datetime
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime
 
 from agents import default_agents
 from memory.policy.manager import MemoryManager
-from memory.records import MemoryRecord
 from memory.settings import MemorySettings
-from supervisor.context import SupervisorContext, resolve_user_id
 from supervisor.graph import as_chat_model, build_supervisor_graph
-from supervisor.scripted import ScriptedChatModel
-from supervisor.state import SupervisorState
+from supervisor.scenario import AGENTS, Scenario, load_scenario
+from supervisor.scripted import ScriptedChatModel, message_text
 
 MODEL_ENV = "MEMORY_DEMO_MODEL"
-MIRROR = "memories"
-STORE_SOURCE = "langgraph_store"  # records the store adapter writes (memory.store.SOURCE)
-MAX_MIRRORED = 500
 
 NO_MODEL_TEXT = (
-    "No chat model is configured for this agent (set MEMORY_DEMO_MODEL to an init_chat_model "
-    "string, e.g. 'openai:gpt-4.1-mini'). Memory still works: preferences and facts are stored."
+    "No chat model is configured for this agent and the demo scenario has no step for this request "
+    "(set MEMORY_DEMO_MODEL to an init_chat_model string, e.g. 'openai:gpt-4.1-mini', or send one of "
+    "the demo's messages: supervisor/scenarios/demo.yaml). Memory still works: preferences and facts are stored."
 )
 
 
-class OfflineChatModel(ScriptedChatModel):
-    """A tool-less stand-in for agents when no chat model is configured: always one fixed reply."""
+def _offline(role: str) -> AIMessage:
+    return AIMessage(content=NO_MODEL_TEXT, name=role, response_metadata={"offline": True})
 
-    role: str = "offline"
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+class ScenarioReplayModel(ScriptedChatModel):
+    """An agent's LLM steps replayed from a scenario file, for whichever turn is being asked.
+
+    Stateless across runs: the turn is the scenario turn whose user message the agent's task
+    contains (or resembles: difflib ratio >= ``min_ratio``), and the step is the number of AI
+    messages already in the agent's input (each tool round adds one). A task no turn matches,
+    or a step past the script, gets the :data:`NO_MODEL_TEXT` reply.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> m = ScenarioReplayModel(role="analysis", turns=[("report please", ["the report"])])
+        >>> m.invoke([HumanMessage("report please")]).content
+        'the report'
+        >>> m.invoke([HumanMessage("something else entirely")]).response_metadata["offline"]
+        True
+    """
+
+    role: str = "replay"
+    turns: list[tuple[str, list[Any]]] = []
+    min_ratio: float = 0.8
+
+    @classmethod
+    def for_agent(cls, agent: str, scenario: Scenario) -> ScenarioReplayModel:
+        turns = [(t.user, list(t.replay[agent])) for s in scenario.sessions for t in s.turns if t.replay.get(agent)]
+        return cls(role=agent, turns=turns)
+
+    def _match(self, task: str) -> list[Any] | None:
+        best, score = None, 0.0
+        for user, replies in self.turns:
+            if user in task:
+                return replies
+            r = difflib.SequenceMatcher(None, user, task[: len(user) + 40]).ratio()
+            if r > score:
+                best, score = replies, r
+        return best if score >= self.min_ratio else None
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         self.calls.append(list(messages))
-        msg = AIMessage(content=NO_MODEL_TEXT, name=self.role, response_metadata={"offline": True})
+        task = next((message_text(m) for m in messages if isinstance(m, HumanMessage)), "")
+        replies = self._match(task)
+        step = sum(isinstance(m, AIMessage) for m in messages)
+        if replies is None or step >= len(replies):
+            return ChatResult(generations=[ChatGeneration(message=_offline(self.role))])
+        msg, _ = self._to_message(replies[step])
+        msg = msg.model_copy(update={"response_metadata": {**msg.response_metadata, "replayed": True}})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 
-def user_memories(mm: MemoryManager, user_id: str, limit: int = MAX_MIRRORED) -> list[MemoryRecord]:
-    """The user's memories as the manager keeps them (namespaces with ``user_id`` after the first
-    label, like ``forget_user``), without store-adapter items (the mirror itself included)."""
-    out: list[MemoryRecord] = []
-    for ns, _ in sorted(mm.service.backend.namespaces()):
-        if ns[0] == MIRROR or user_id not in ns[1:]:
-            continue
-        out.extend(r for r in mm.service.list(ns, limit=limit) if r.metadata.source != STORE_SOURCE)
-    out.sort(key=lambda r: r.updated_at, reverse=True)
-    return out[:limit]
-
-
-def _iso(t: datetime | None) -> str | None:
-    return t.isoformat() if t is not None else None
-
-
-def mirror_value(r: MemoryRecord) -> dict[str, Any]:
-    return {
-        "content": r.content,
-        "namespace": "/".join(r.namespace),
-        "type": r.metadata.type,
-        "source": r.metadata.source,
-        "created_at": _iso(r.created_at),
-        "updated_at": _iso(r.updated_at),
-    }
-
-
-def make_publish_node(mm: MemoryManager):
-    def publish_memories(
-        state: SupervisorState, config: RunnableConfig, runtime: Runtime[SupervisorContext]
-    ) -> dict[str, Any]:
-        store = runtime.store
-        if store is None:  # compiled without a store (plain Python use): nothing to mirror into
-            return {}
-        user = resolve_user_id(runtime.context, config)
-        ns = (MIRROR, user)
-        records = user_memories(mm, user)
-        current = {r.id for r in records}
-        stale = {it.key for it in store.search(ns, limit=MAX_MIRRORED * 2)} - current
-        for key in stale:
-            store.delete(ns, key)
-        for r in records:
-            store.put(ns, r.id, mirror_value(r), index=["content"])
-        return {}
-
-    return publish_memories
-
-
-def build_studio_graph(
-    mm: MemoryManager, model: Any = None, *, checkpointer: Any = None, store: Any = None
-) -> CompiledStateGraph:
-    """The Supervisor graph plus the store mirror. ``make_graph`` compiles it without checkpointer
-    or store (LangGraph Server supplies both); pass them for use outside the server."""
+def build_studio_graph(mm: MemoryManager, model: Any = None, *, checkpointer: Any = None,
+                       scenario: Scenario | None = None) -> CompiledStateGraph:
+    """The Supervisor graph as Studio runs it. ``make_graph`` compiles it without a checkpointer
+    (LangGraph Server supplies one). Without a model the agents replay ``scenario`` (default: the
+    packaged demo) and the Supervisor routes with the semantic router."""
     chat = as_chat_model(model)
     if chat is not None:
         agents = default_agents(chat)
     else:
-        agents = default_agents(models={a: OfflineChatModel(role=a) for a in ("text2sql", "statistics", "analysis")})
-    inner = build_supervisor_graph(agents, mm, chat)
-    g = StateGraph(SupervisorState, context_schema=SupervisorContext)
-    g.add_node("supervisor", inner)
-    g.add_node("publish_memories", make_publish_node(mm))
-    g.add_edge(START, "supervisor")
-    g.add_edge("supervisor", "publish_memories")
-    g.add_edge("publish_memories", END)
-    return g.compile(checkpointer=checkpointer, store=store, name="supervisor")
+        scn = scenario or load_scenario()
+        agents = default_agents(models={a: ScenarioReplayModel.for_agent(a, scn) for a in AGENTS})
+    return build_supervisor_graph(agents, mm, chat, checkpointer=checkpointer)
 
 
 _lock = threading.Lock()
@@ -172,4 +138,4 @@ async def make_graph() -> CompiledStateGraph:
     return await asyncio.to_thread(studio_graph)
 
 
-__all__ = ["OfflineChatModel", "build_studio_graph", "make_graph", "studio_graph", "mirror_value", "user_memories"]
+__all__ = ["NO_MODEL_TEXT", "ScenarioReplayModel", "build_studio_graph", "make_graph", "studio_graph"]

@@ -151,6 +151,19 @@ class AuditLog:
         """Everything that happened to one memory, oldest first."""
         return list(reversed(self.events(memory_id=memory_id, limit=limit)))
 
+    def memory_ids(self, prefix: str, *, events: bool = True, trash: bool = True, limit: int = 6) -> list[str]:
+        """Memory ids starting with ``prefix`` that appear in events and/or the trash (for the CLI's
+        id prefixes), sorted, at most ``limit``."""
+        hi = prefix + "\U0010ffff"
+        parts = (["SELECT memory_id FROM audit_events WHERE memory_id >= ? AND memory_id < ?"] if events else []) + \
+                (["SELECT memory_id FROM audit_trash WHERE memory_id >= ? AND memory_id < ?"] if trash else [])
+        if not parts:
+            return []
+        with self._lock:
+            rows = self._exec(f"SELECT DISTINCT memory_id FROM ({' UNION '.join(parts)}) ORDER BY memory_id LIMIT ?",
+                              (*([prefix, hi] * len(parts)), limit)).fetchall()
+        return [r[0] for r in rows]
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             counts = dict(self._exec("SELECT action, COUNT(*) FROM audit_events GROUP BY action").fetchall())

@@ -1,6 +1,6 @@
 """``langgraph dev`` end to end: the server loads langgraph.json (our Supervisor graph and our store),
 a run through langgraph-sdk stores a preference via the MemoryManager, and the server's store API
-reads it back (the Studio graph mirrors the user's memories into ("memories", <user>)).
+reads it back under the Supervisor's own namespace (("user_profile", <user>)).
 
 Offline: the server binds 127.0.0.1, analytics and version checks are off, and the memory file
 lives in a tmp dir (a file written inside the project would make the dev server reload).
@@ -101,19 +101,18 @@ def test_langgraph_dev_run_and_store_api(tmp_path):
         written = [e for e in state.get("memory_log") or [] if e.get("kind") == "written"]
         assert written and written[0]["status"] == "added", state.get("memory_log")
 
-        # The server's store API (our MemoryStore, on the same MEMORY_PATH file).
-        found = client.store.search_items(("memories", USER), limit=20)["items"]
-        assert found, f"no mirrored memories:\n{log.read_text(errors='replace')[-3000:]}"
+        # The server's store API (our MemoryStore, on the same MEMORY_PATH file) shows the
+        # Supervisor's memory where the Supervisor wrote it.
+        found = client.store.search_items(("user_profile", USER), limit=20)["items"]
         prefs = [it for it in found if "万元" in it["value"]["content"]]
-        assert prefs, found
-        item = client.store.get_item(["memories", USER], prefs[0]["key"])
-        assert item["value"]["namespace"] == f"user_profile/{USER}"
-        assert item["value"]["content"] == prefs[0]["value"]["content"]
-        # Searching with a query goes through our hybrid ranking too.
-        hits = client.store.search_items(["memories"], query="报表金额单位", limit=3)["items"]
-        assert hits and "万元" in hits[0]["value"]["content"]
+        assert prefs, f"{found}\n{log.read_text(errors='replace')[-3000:]}"
+        item = client.store.get_item(["user_profile", USER], prefs[0]["key"])
+        assert item["value"]["type"] == "user_profile" and item["value"]["content"] == prefs[0]["value"]["content"]
+        # Searching with a query goes through our hybrid ranking; the score is a cosine.
+        hits = client.store.search_items(["user_profile"], query="报表金额单位", limit=3)["items"]
+        assert hits and "万元" in hits[0]["value"]["content"] and 0 < hits[0]["score"] <= 1
         # Another user's namespace stays empty.
-        assert client.store.search_items(["memories", "someone-else"])["items"] == []
+        assert client.store.search_items(["user_profile", "someone-else"])["items"] == []
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

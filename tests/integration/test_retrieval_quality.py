@@ -61,8 +61,22 @@ def test_demo_runs_end_to_end(tmp_path):
 
     out_file = tmp_path / "out.txt"
     with open(out_file, "w") as fh:
-        checks = run_demo(str(tmp_path / "demo.sqlite"), Console(file=fh, width=120))
+        checks = run_demo(str(tmp_path / "demo.sqlite"), Console(file=fh, width=120), detail="verbose")
     text = out_file.read_text()
+    # The same run in the two short views, at 80 columns: --quiet fits one screen, the default
+    # stays under ~120 lines, and both end with the checks.
+    from memctl.demo import render
+
+    for detail, most in (("quiet", 40), ("normal", 120)):
+        view = tmp_path / f"{detail}.txt"
+        with open(view, "w") as fh:
+            render(checks["events"], checks, Console(file=fh, width=80), detail, "demo.sqlite")
+        lines = view.read_text().splitlines()
+        assert len(lines) <= most, (detail, len(lines))
+        assert all(len(line) <= 80 for line in lines)
+        assert "✓ a changed preference replaces the old one" in view.read_text()
+        assert "scenario checks passed: 28/28" in view.read_text()
+    assert "memory updated: user_profile/zhang" in (tmp_path / "normal.txt").read_text()
     # No LLM: the output says plainly that the agents' LLM steps are replayed.
     assert checks["replayed"] is True and "REPLAYED" in text and "[LLM replayed from scenario]" in text
     # Session 2 (a new thread, asked in English) recalls the Chinese preference and definition.

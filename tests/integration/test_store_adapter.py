@@ -357,8 +357,10 @@ def test_vector_update_with_embedding(store):
 
     store.put(("test",), "doc4", {"text": "new text about dogs"}, index=False)
     assert "doc4" not in keys(store.search(("test",), query="new text about dogs", limit=3))
-    # Stronger than the original: an unindexed item is never returned by a query.
-    assert "doc4" not in keys(store.search(("test",), query="new text about dogs", limit=100))
+    # As in InMemoryStore: an unindexed item comes after every ranked one, with score None.
+    everything = store.search(("test",), query="new text about dogs", limit=100)
+    assert keys(everything)[-1] == "doc4" and everything[-1].score is None
+    assert all(r.score is not None for r in everything[:-1])
 
 
 DOCS = [
@@ -475,21 +477,28 @@ def test_embed_with_path_operation_config(make, db_path):
     assert len(listed) == 3 and "doc5" in keys(listed)
     assert row(db_path, ("test",), "doc5")["content"] == UNINDEXED
     assert row(db_path, ("test",), "doc5")["extra"]["indexed"] is False
-    assert "doc5" not in keys(store.search(("test",), query="hhh iii"))
+    found = store.search(("test",), query="hhh iii")
+    assert keys(found)[-1] == "doc5" and found[-1].score is None
 
 
 @pytest.mark.parametrize("query", ["aardvark", "budget meeting", "ccc", "poisson"])
-def test_scores(store, query):
-    """SearchItem.score is our service's final score (LangGraph's test: the raw cosine)."""
+def test_scores(store, embedder, query):
+    """SearchItem.score is the cosine of the query and the item, as in LangGraph; our hybrid
+    score (which orders the results) and its breakdown are memory_score / breakdown."""
     store.put(("test",), "doc", {"key0": "An aardvark at the budget meeting"})
     store.put(("test",), "other", {"key0": "Penguins in Antarctica"})
     results = store.search((), query=query)
-    hits = store.service.search(query, "test", top_k=10, filter={"source": SOURCE}, min_sim=0.0)
-    expected = {h.record.metadata.extra["key"]: h.score for h in hits}
+    q = embedder.embed_query(query)
+    docs = embedder.embed_documents(["An aardvark at the budget meeting", "Penguins in Antarctica"])
+    cosine = {"doc": float(docs[0] @ q), "other": float(docs[1] @ q)}
+    hits = store.service.search(query, "test", top_k=10, min_sim=0.0)
+    ours = {h.record.metadata.extra["key"]: h.score for h in hits}
     assert len(results) == 2
     for r in results:
-        assert r.score == pytest.approx(expected[r.key], abs=1e-9)
-    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+        assert r.score == pytest.approx(cosine[r.key], abs=1e-4)
+        assert r.memory_score == pytest.approx(ours[r.key], abs=1e-9)
+        assert r.breakdown["score"] == pytest.approx(r.memory_score, abs=1e-5)
+    assert [r.memory_score for r in results] == sorted((r.memory_score for r in results), reverse=True)
 
 
 def test_basic_store_operations(make):
@@ -593,14 +602,14 @@ def test_search_items(make):
 
 
 def test_sql_injection_vulnerability(store):
-    """Ported: SqliteStore rejects odd filter keys because it builds SQL from them. We build no
-    SQL from keys, so a 'malicious' key is just a key no item has: it matches nothing."""
+    """Ported: a filter key outside letters, digits, '_', '.', '-' raises ValueError like SqliteStore's."""
     store.put(("docs",), "public", {"access": "public", "data": "public info"})
     store.put(("docs",), "private", {"access": "private", "data": "secret", "password": "123"})
     normal = store.search(("docs",), filter={"access": "public"})
     assert keys(normal) == ["public"]
     malicious = "access') = 'public' OR '1'='1' OR json_extract(value, '$."
-    assert store.search(("docs",), filter={malicious: "dummy"}) == []
+    with pytest.raises(ValueError, match="Invalid filter key"):
+        store.search(("docs",), filter={malicious: "dummy"})
 
 
 def test_sql_injection_filter_values(store):
@@ -754,12 +763,13 @@ def test_search_empty_prefix_is_unconstrained(store):
     assert {i.namespace for i in store.search((), query="v", limit=100)} == expected
 
 
-def test_namespace_labels_with_trailing_newline(store):
-    """Ported with a deliberate difference: LangGraph stores ("users", "alice\\n") as its own
-    namespace; our namespace rules reject control characters in labels, so it is an error."""
+def test_namespace_labels_with_trailing_newline(store, db_path):
+    """("users", "alice\\n") is its own namespace, as in LangGraph (stored escaped: "alice%0A")."""
     store.put(("users", "alice"), "k", {"v": 1})
-    with pytest.raises(InvalidNamespaceError):
-        store.put(("users", "alice\n"), "k", {"v": 2})
+    store.put(("users", "alice\n"), "k", {"v": 2})
+    assert store.get(("users", "alice\n"), "k").value == {"v": 2}
+    assert store.get(("users", "alice"), "k").value == {"v": 1}
+    assert sorted(r["ns"] for r in rows(db_path)) == ["users/alice", "users/alice%0A"]
     assert set(store.list_namespaces(suffix=["alice"], limit=100)) == {("users", "alice")}
     assert set(store.list_namespaces(prefix=["users", "alice"], limit=100)) == {("users", "alice")}
 
@@ -1042,10 +1052,9 @@ def test_async_batched_vector_search_concurrent(store, db_path):
 
 
 INVALID_NAMESPACES = [("foo.bar",), ("foo", ""), (123,)]
+# Our limits that remain (namespace depth, label length); '/', whitespace and control characters
+# in labels are accepted and stored escaped.
 OUR_INVALID = [
-    ("a/b",),
-    (" padded",),
-    ("tab\there",),
     tuple(f"l{i}" for i in range(9)),
     ("x" * 129,),
 ]
@@ -1055,6 +1064,8 @@ METHODS = ["get", "delete", "search", "prefix", "suffix"]
 @pytest.mark.parametrize("namespace", INVALID_NAMESPACES + OUR_INVALID)
 @pytest.mark.parametrize("method", METHODS)
 def test_base_rejects_invalid_labels(store, db_path, namespace, method):
+    if namespace in OUR_INVALID and method in ("prefix", "suffix"):
+        pytest.skip("a list_namespaces pattern beyond our limits is not an error: it matches nothing")
     store.put(("ok",), "k", {"v": 1})
     with pytest.raises(InvalidNamespaceError):
         if method in ("prefix", "suffix"):
@@ -1074,8 +1085,7 @@ def test_async_rejects_invalid_labels(store, db_path, namespace):
             lambda: store.aget(namespace, "k"),
             lambda: store.asearch(namespace),
             lambda: store.adelete(namespace, "k"),
-            lambda: store.alist_namespaces(prefix=namespace),
-        ):
+        ) + (() if namespace in OUR_INVALID else (lambda: store.alist_namespaces(prefix=namespace),)):
             with pytest.raises(InvalidNamespaceError):
                 await call()
 
@@ -1339,7 +1349,7 @@ def test_records_carry_key_value_and_hash_id(store, db_path):
     assert [x["extra"]["value"] for x in rows(db_path)] == [{"content": "User prefers light mode"}]
 
 
-def test_index_false_is_stored_listed_filtered_but_never_ranked(store, db_path):
+def test_index_false_is_stored_listed_filtered_and_never_scored(store, db_path):
     store.put(
         ("d",),
         "secret",
@@ -1350,16 +1360,17 @@ def test_index_false_is_stored_listed_filtered_but_never_ranked(store, db_path):
     assert row(db_path, ("d",), "secret")["content"] == UNINDEXED
     assert store.get(("d",), "secret").value["kind"] == "x"
     assert sorted(keys(store.search(("d",), filter={"kind": "x"}))) == ["normal", "secret"]
-    assert keys(store.search(("d",), query="launch code in the blue folder", limit=50)) == [
-        "normal"
-    ]
+    found = store.search(("d",), query="launch code in the blue folder", limit=50)
+    assert keys(found) == ["normal", "secret"] and found[1].score is None  # unindexed: last, unscored
     # A put without index=False indexes it again.
     store.put(("d",), "secret", {"text": "the launch code is in the blue folder", "kind": "x"})
     assert keys(store.search(("d",), query="where is the launch code?"))[0] == "secret"
 
 
-def test_batch_applies_ops_in_order(store):
+def test_batch_reads_first_writes_last(store):
+    """As LangGraph's stores: reads see the store before the batch, puts land last (last wins)."""
     ns = ("b",)
+    store.put(ns, "k", {"v": 0})
     results = store.batch(
         [
             PutOp(ns, "k", {"v": 1}),
@@ -1374,21 +1385,28 @@ def test_batch_applies_ops_in_order(store):
             ListNamespacesOp(),
         ]
     )
-    assert results[1].value == {"v": 1}
-    assert results[4].value == {"v": 3}
-    assert results[6] is None
-    assert [i.value for i in results[8]] == [{"v": 4}]
+    assert results[1].value == results[4].value == results[6].value == {"v": 0}
+    assert [i.value for i in results[8]] == [{"v": 0}]
     assert results[9] == [ns]
     assert [r for i, r in enumerate(results) if i in (0, 2, 3, 5, 7)] == [None] * 5
+    assert store.get(ns, "k").value == {"v": 4}
+    before = store.get(ns, "k")
+    assert store.batch([PutOp(ns, "k", None), GetOp(ns, "k")]) == [None, before]
+    assert store.get(ns, "k") is None
 
 
-def test_adapter_sees_only_its_own_records(store, db_path):
-    store.service.write("User prefers dark mode", "memories/u1", {"type": "user_profile"})
-    store.service.write("A record in a namespace the adapter never wrote", "elsewhere/x")
+def test_store_sees_memories_written_elsewhere(store, db_path):
+    """One file, one memory: records the service wrote are items (key = id, derived value)."""
+    dark = store.service.write("User prefers dark mode", "memories/u1", {"type": "user_profile"})
+    other = store.service.write("A record in a namespace the adapter never wrote", "elsewhere/x")
     store.put(("memories", "u1"), "k", {"content": "User prefers tea"})
-    assert keys(store.search(("memories",))) == ["k"]
-    assert keys(store.search(("memories",), query="dark mode", limit=50)) == ["k"]
-    assert store.list_namespaces() == [("memories", "u1")]
+    assert sorted(keys(store.search(("memories",)))) == sorted(["k", dark.id])
+    assert keys(store.search(("memories",), query="dark mode", limit=50))[0] == dark.id
+    assert store.get(("memories", "u1"), dark.id).value == {
+        "content": "User prefers dark mode", "type": "user_profile", "source": "user"}
+    assert store.get(("elsewhere", "x"), other.id) is not None
+    assert store.get(("memories", "u1"), other.id) is None  # ids are looked up in their namespace
+    assert store.list_namespaces() == [("elsewhere", "x"), ("memories", "u1")]
     assert len(rows(db_path)) == 3
 
 

@@ -217,9 +217,11 @@ def test_docstring_examples(embedder):
     import doctest
 
     import supervisor.graph
+    import supervisor.memory_hooks
     import supervisor.scripted
+    import supervisor.studio
 
-    for mod in (supervisor.scripted, supervisor.graph):
+    for mod in (supervisor.scripted, supervisor.graph, supervisor.memory_hooks, supervisor.studio):
         result = doctest.testmod(mod)
         assert result.failed == 0 and result.attempted > 0, mod.__name__
 
