@@ -51,6 +51,9 @@ def _print_reports(reports: list[IndexReport], as_json: bool) -> None:
                   f"{r.chunks_deleted} deleted in {r.seconds:.2f} s", highlight=False, markup=False)
         for e in r.errors:
             out.print(f"  warning: {e}", highlight=False, markup=False)
+        if r.files == 0 and not r.errors:
+            out.print(f"  warning: no file matches the collection's glob; check it with `memctl collection list` "
+                      f"(remove and add the collection again with another --glob)", highlight=False, markup=False)
 
 
 @collection_app.command("add")
@@ -117,6 +120,8 @@ def index(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Index what changed in the collections' files (by content hash); deleted files leave the index."""
+    if watch and not interval > 0:  # say so before a possibly long first pass, not after it
+        raise InvalidInput("--interval must be a positive number of seconds")
     with _collections() as docs:
         reports = docs.index(name, full=full)
         _print_reports(reports, as_json)
@@ -147,6 +152,7 @@ def export(
     if daily is None and len(ns or []) > 1:
         raise InvalidInput("MEMORY.md holds one namespace prefix: give --ns once")
     prefixes = [parse_namespace(n) for n in ns or []]
+    counts: dict[str, int] = {}
     with _manager() as mm:
         if daily is not None:
             events = [e for e in mm.audit.events(limit=10**9) if e.namespace and not e.namespace.startswith("docs/")
@@ -155,14 +161,22 @@ def export(
         else:
             recs = mm.service.list(prefixes[0], limit=10**9)
             files = {out_file: render_memory_md(recs, "/".join(prefixes[0]))}
-    status = {str(p): write_guarded(p, text, force=force) for p, text in files.items()}
+            counts = {str(out_file): len(recs)}
+    status: dict[str, str] = {}
+    for p, text in files.items():
+        try:
+            status[str(p)] = write_guarded(p, text, force=force)
+        except OSError as exc:  # a folder in the way, no permission: say which file, keep what was written
+            raise InvalidInput(f"cannot write {p}: {exc.strerror}; written so far: {', '.join(status) or 'nothing'}; "
+                               "choose another --out / --daily") from None
     edited = [p for p, s in status.items() if s == "edited"]
     if as_json:
         _print_json({"files": status})
     else:
         for p, s in status.items():
             if s != "edited":
-                out.print(f"{s} {p}", highlight=False, markup=False)
+                n = f" ({counts[p]} memories)" if p in counts else ""
+                out.print(f"{s} {p}{n}", highlight=False, markup=False)
         if not files:
             out.print("nothing was written to memory in these namespaces")
     if edited:
@@ -186,6 +200,10 @@ def import_(
         raise InvalidInput(f"{file} does not exist; export one with `memctl export --ns NS --format md`") from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{file} is not UTF-8 text (bad byte at {exc.start}); nothing was imported") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{file} is a folder; give the MEMORY.md file to import") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {file}: {exc.strerror}; nothing was imported") from None
     parsed = parse_memory_md(text, ns)
     with _manager() as mm:
         plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=10**9),

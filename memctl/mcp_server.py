@@ -121,7 +121,8 @@ class ScopedMemory:
     def timeline(self, id: str | None = None, date: str | None = None, before: int = 3, after: int = 3,
                  namespace: str | None = None) -> str:
         if (id is None) == (date is None):
-            raise InvalidInput("give either id (a memory from search) or date (YYYY-MM-DD), not both")
+            raise InvalidInput("give either id (a memory from search) or date (YYYY-MM-DD)"
+                               + (", not both" if id is not None else ""))
         if not (0 <= before <= 50 and 0 <= after <= 50):
             raise InvalidInput("before and after must be between 0 and 50")
         with self._lock:

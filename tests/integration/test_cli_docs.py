@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,11 @@ def test_collection_commands(tmp_path, notes):
     bad = run(store, "collection", "add", "a/b", str(notes))
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "separator" in bad.stderr
     assert run(store, "index", "missing").returncode == 2
+    bad = run(store, "index", "--watch", "--interval", "0")  # refused before the first pass, not after it
+    assert bad.returncode == 2 and "--interval" in bad.stderr and not bad.stdout
+    r = run(store, "collection", "add", "txt", str(notes), "--glob", "*.txt")  # nothing matches: say so
+    assert r.returncode == 0 and "no file matches" in r.stdout
+    assert run(store, "collection", "remove", "txt").returncode == 0
     r = run(store, "collection", "remove", "notes", "--json")
     assert json.loads(r.stdout) == {"removed": "notes", "chunks_deleted": 3}
     assert (notes / "wiki" / "gmv.md").exists() and json.loads(run(store, "collection", "list", "--json").stdout) == []
@@ -91,9 +97,11 @@ def test_export_edit_import_and_daily(tmp_path, embedder):
     assert len(files) == 1 and set(files.values()) == {"written"}
     day = Path(next(iter(files))).read_text(encoding="utf-8")
     assert "Answer in English" in day and "delete" in day and "u12" not in day
-    for args in (["export"], ["export", "--ns", "u1", "--format", "json"], ["import", str(tmp_path / "nope.md")]):
+    for args in (["export"], ["export", "--ns", "u1", "--format", "json"], ["import", str(tmp_path / "nope.md")],
+                 ["import", str(tmp_path)], ["export", "--ns", "user_profile/u1", "--out", str(tmp_path), "--force"]):
         bad = run(store, *args)
-        assert bad.returncode == 2 and bad.stderr.startswith("error:"), args
+        assert bad.returncode == 2 and bad.stderr.startswith("error:") and "Traceback" not in bad.stderr, args
+    assert tmp_path.is_dir() and md.read_text(encoding="utf-8").count("- ") >= 2  # nothing was clobbered
 
 
 def test_eval_collections_command(tmp_path):
@@ -135,3 +143,12 @@ def test_mcp_command_rejects_bad_options_before_serving(tmp_path):
                       (["mcp"], "--ns")):
         r = run(store, *args)
         assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
+    with socket.socket() as taken:  # a port someone else listens on: our error, before the store opens
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run(store, "mcp", "--ns", "u1", "--http", str(port))
+        assert r.returncode == 2 and r.stderr.startswith("error: cannot listen") and "--http" in r.stderr, r.stderr
+    r = run(store, "mcp", "--ns", "u1", "--http", "8765", "--host", "no-such-host.invalid")
+    assert r.returncode == 2 and "--host" in r.stderr, r.stderr
+    assert not store.exists()
