@@ -52,8 +52,8 @@ def _print_reports(reports: list[IndexReport], as_json: bool) -> None:
         for e in r.errors:
             out.print(f"  warning: {e}", highlight=False, markup=False)
         if r.files == 0 and not r.errors:
-            out.print(f"  warning: no file matches the collection's glob; check it with `memctl collection list` "
-                      f"(remove and add the collection again with another --glob)", highlight=False, markup=False)
+            out.print("  warning: no file matches the collection's glob; check it with `memctl collection list` "
+                      "(remove and add the collection again with another --glob)", highlight=False, markup=False)
 
 
 @collection_app.command("add")

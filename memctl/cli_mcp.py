@@ -52,7 +52,8 @@ def _check_listen(host: str, port: int) -> None:
         try:
             s.bind(addr)
         except OSError as exc:
-            raise InvalidInput(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --http port or --host") from None
+            raise InvalidInput(f"cannot listen on {host}:{port} ({exc.strerror}); "
+                               "choose another --http port or --host") from None
 
 
 def register(app: typer.Typer) -> None:
