@@ -250,8 +250,9 @@ def eval_collections(
         t.add_row(name, str(m["n"]), f"{m['R@1']:.3f}", f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
     out.print(t)
     tm = result["timing"]
+    one_edit = "not measured (--edits 0)" if tm["reindex_one_edit_s"] is None else f"{tm['reindex_one_edit_s']} s"
     out.print(f"{tm['files']} files, {tm['chunks']} chunks: index {tm['index_s']} s (cpu {tm['index_cpu_s']} s), "
-              f"re-index unchanged {tm['reindex_unchanged_s']} s, after one edit {tm['reindex_one_edit_s']} s; "
+              f"re-index unchanged {tm['reindex_unchanged_s']} s, after one edit {one_edit}; "
               f"search p50 {tm['search_p50_ms']} ms", highlight=False)
 
 

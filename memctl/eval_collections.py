@@ -78,6 +78,13 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
     if not notes.is_dir():
         raise InvalidInput(f"{notes} is not a folder; --data must hold notes/ and questions.jsonl")
     questions = _load_questions(data / "questions.jsonl")
+    if edits < 0:
+        raise InvalidInput(f"--edits must be 0 (no re-index timing) or more, got {edits}")
+    present = {p.relative_to(notes).as_posix() for p in notes.rglob("*.md")}
+    absent = sorted({q["path"] for q in questions} - present)
+    if absent:
+        raise InvalidInput(f"questions name files that are not in {notes}: {', '.join(absent[:5])}"
+                           f"{' …' if len(absent) > 5 else ''}; 'path' is relative to notes/")
     tmp = Path(tempfile.mkdtemp(prefix="memctl-eval-collections-"))
     try:
         folder = tmp / "notes"
@@ -120,7 +127,9 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
                                            f"{h.record.metadata.extra.get('line_start')}" for h in hits[:5]]})
                 if progress:
                     progress("questions", i + 1, len(questions))
-            files = sorted(p for p in folder.rglob("*.md"))
+            # the files the collection indexes (hidden folders are skipped by the indexer too)
+            files = sorted(p for p in folder.rglob("*.md")
+                           if not any(part.startswith(".") for part in p.relative_to(folder).parts))
             edit_s = []
             for i in range(min(edits, len(files))):
                 f = files[(i * 37) % len(files)]
@@ -157,8 +166,8 @@ def run_collection_eval(data: Path, *, settings: Any = None, edits: int = 5, max
                    "reindex_one_edit_max_s": round(max(edit_s), 4) if edit_s else None,
                    "search_p50_ms": round(lat[len(lat) // 2], 2), "search_p95_ms": round(lat[int(len(lat) * .95)], 2)},
         # estimated tokens (memory.text.count_tokens) per top-5 hit: MCP `search` line vs `get` record
-        "tokens_per_hit": {"compact": round(statistics.fmean(compact_tokens), 1),
-                           "full_record": round(statistics.fmean(full_tokens), 1)},
+        "tokens_per_hit": {"compact": round(statistics.fmean(compact_tokens), 1) if compact_tokens else None,
+                           "full_record": round(statistics.fmean(full_tokens), 1) if full_tokens else None},
         "config": {"max_chars": max_chars or DEFAULT_MAX_CHARS, "embedding": st.embedding.model,
                    "top_k": 10, "questions": len(questions)},
         "misses": misses,

@@ -121,6 +121,12 @@ def test_eval_collections_command(tmp_path):
     assert res["timing"]["files"] == 3 and res["timing"]["reindex_one_edit_s"] is not None
     assert not (tmp_path / "unused.sqlite").exists()  # the evaluation never touches the user's store
     assert run(tmp_path / "unused.sqlite", "eval", "collections", "--data", str(tmp_path)).returncode == 2
+    bad = run(tmp_path / "unused.sqlite", "eval", "collections", "--data", str(data), "--edits", "-1")
+    assert bad.returncode == 2 and "--edits" in bad.stderr
+    qs.append({"id": "c", "question": "Where is the roadmap?", "path": "roadmap.md", "answer": "Q3"})
+    (data / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in qs) + "\n", encoding="utf-8")
+    bad = run(tmp_path / "unused.sqlite", "eval", "collections", "--data", str(data))
+    assert bad.returncode == 2 and "roadmap.md" in bad.stderr and "Traceback" not in bad.stderr
 
 
 @pytest.mark.parametrize("args", [["collection", "list", "--json"], ["index", "--json"]])
