@@ -146,6 +146,11 @@ class PolicySettings(BaseModel):
         description="what the Supervisor injects before a handoff: whole memories (full) or one line each "
         "(compact: first line, date, id; see memory.disclosure)",
     )
+    anonymous: Literal["thread", "off"] = Field(
+        "thread",
+        description="memory for callers without a user id: per conversation thread (never shared "
+        "between callers) or off",
+    )
     write_behind: bool = Field(
         True,
         description="post-handoff writes run on a background thread; searches wait only for pending "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,8 +9,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from memory.policy.identity import scope_label
+
+# Kept for compatibility: this label is no longer used for callers without a user id (their
+# memory is per thread, or off: ``policy.anonymous``); a user whose id is "anonymous" has it.
 ANONYMOUS = "anonymous"
-_BAD = re.compile(r"[/\x00-\x1f]+")
 
 
 @dataclass(frozen=True)
@@ -33,15 +35,24 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
-def resolve_user_id(context: Any, config: RunnableConfig | None) -> str:
-    """``context.user_id``, else ``configurable.user_id`` / ``langgraph_user_id``, else anonymous.
+def raw_user_id(context: Any, config: RunnableConfig | None) -> str | None:
+    """``context.user_id``, else ``configurable.user_id`` / ``langgraph_user_id``; None if none is set."""
+    conf = (config or {}).get("configurable", {}) or {}
+    for uid in (_get(context, "user_id"), conf.get("user_id"), conf.get("langgraph_user_id")):
+        if uid is not None and str(uid).strip():
+            return str(uid)
+    return None
 
-    The id becomes a namespace label, so separators and control characters are replaced.
+
+def resolve_user_id(context: Any, config: RunnableConfig | None, anonymous: str = "thread") -> str | None:
+    """The namespace label memory is scoped to for this run, or None when memory is off.
+
+    The user id is escaped, never replaced or truncated (:func:`memory.policy.identity.user_label`):
+    ``"team/alice"`` and ``"team_alice"`` are two users. Without a user id, memory is per thread
+    (``anonymous="thread"``: ``configurable.thread_id``; no thread id → off) or off (``"off"``).
     """
     conf = (config or {}).get("configurable", {}) or {}
-    uid = _get(context, "user_id") or conf.get("user_id") or conf.get("langgraph_user_id")
-    text = _BAD.sub("_", str(uid).strip()) if uid is not None else ""
-    return text[:128] or ANONYMOUS
+    return scope_label(raw_user_id(context, config), conf.get("thread_id"), anonymous)
 
 
 def resolve_now(context: Any) -> datetime | None:

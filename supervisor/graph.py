@@ -40,6 +40,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command
 
 from agents.base import AgentResult, SubAgent
@@ -58,6 +59,8 @@ from supervisor.nodes import (
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
 from supervisor.state import SupervisorState
+from supervisor.guard import check_agent_tools, without_store
+from supervisor.journal import WriteJournal
 from supervisor.writebehind import WriteBehind
 
 log = logging.getLogger("supervisor")
@@ -125,6 +128,20 @@ def _compose_answer(user_text: str, results: Sequence[Mapping[str, Any]], log_: 
     return "好的。" if zh else "OK."
 
 
+def _replay_on_open(mm: MemoryManager, journal: WriteJournal) -> None:
+    """Apply the writes an earlier process queued but never applied (killed, store down)."""
+    try:
+        done = journal.replay(mm)
+    except Exception:  # noqa: BLE001 - memory is an aid: a journal that cannot replay must not stop the app
+        log.warning("write journal replay failed; will retry at the next turn", exc_info=True)
+        return
+    failed = [(jid, exc) for jid, _, exc in done if exc is not None]
+    if done:
+        log.info("write journal: %d queued writes replayed, %d kept for a retry", len(done) - len(failed), len(failed))
+    for jid, exc in failed:
+        log.warning("write journal: %s not applied yet: %s: %s", jid, type(exc).__name__, exc)
+
+
 def build_supervisor_graph(
     agents: Sequence[SubAgent],
     memory: MemoryManager | MemoryService,
@@ -136,6 +153,7 @@ def build_supervisor_graph(
     max_handoffs: int = 8,
     always_on: tuple[str, ...] = ALWAYS_ON,
     write_behind: bool | None = None,
+    store: BaseStore | None = None,
 ) -> CompiledStateGraph:
     """Compile the Supervisor graph.
 
@@ -151,6 +169,12 @@ def build_supervisor_graph(
         always_on: namespace kinds searched without a similarity floor (profile, definitions).
         write_behind: post-handoff writes run on a background thread (see
             :mod:`supervisor.writebehind`); default: settings.policy.write_behind.
+        store: compiled into the graph (``get_store()`` in the Supervisor's own nodes); sub-agents
+            never get it (they run with :class:`supervisor.guard.NoStore`).
+
+    Every memory write is committed to the store's write journal (``<path>.pending``,
+    :mod:`supervisor.journal`) before it is applied; building the graph applies what an earlier
+    process left there.
 
     Returns:
         A compiled graph with ``context_schema=SupervisorContext``; invoke it with
@@ -162,12 +186,12 @@ def build_supervisor_graph(
     if len(set(names)) != len(names) or not agents:
         raise ValueError(f"agents need unique names, got {names}")
     by_name = {a.name: a for a in agents}
-    for a in agents:
-        leaked = [t.name for t in a.tools if t.name.startswith("memory")]
-        if leaked:
-            raise ValueError(f"sub-agent {a.name} has memory tools {leaked}; memory belongs to the Supervisor")
+    for a in agents:  # by what a tool can do, not by its name (supervisor.guard)
+        check_agent_tools(a.name, a.tools)
     budget = mm.settings.policy.summary_max_tokens if context_budget is None else context_budget
     wb = WriteBehind() if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None
+    journal = WriteJournal.for_store(mm.settings.path)
+    _replay_on_open(mm, journal)
     handoff_tools = [make_handoff_tool(a) for a in agents]
     bound = bind_tools_or_explain(chat, handoff_tools, "the Supervisor's") if chat is not None else None
     for a in agents:
@@ -227,7 +251,10 @@ def build_supervisor_graph(
             task = str(active.get("task") or last_user_message(state))
             inputs = dict(state.get("artifacts") or {})
             try:
-                res = agent.run(task, state.get("agent_context") or "", inputs, config)
+                # The agent runs with a runtime whose store refuses (supervisor.guard.NoStore):
+                # a graph compiled with a store must not hand it to sub-agents.
+                with without_store(config, agent.name) as sub_config:
+                    res = agent.run(task, state.get("agent_context") or "", inputs, sub_config)
             except Exception as exc:  # an agent failure is reported to the Supervisor, not raised
                 log.exception("sub-agent %s failed", agent.name)
                 res = AgentResult(agent.name, f"{agent.name} failed: {type(exc).__name__}: {exc}", error=str(exc))
@@ -238,15 +265,15 @@ def build_supervisor_graph(
         return run_agent
 
     g = StateGraph(SupervisorState, context_schema=SupervisorContext)
-    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb))
+    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb, journal))
     g.add_node("supervisor", supervisor, destinations=(*(f"memory_pre_{n}" for n in names), "supervisor", END))
     for a in agents:
         g.add_node(f"memory_pre_{a.name}", make_pre_node(mm, a.name, budget, always_on, wb))
         g.add_node(a.name, make_agent_node(a))
-        g.add_node(f"memory_post_{a.name}", make_post_node(mm, a.name, wb))
+        g.add_node(f"memory_post_{a.name}", make_post_node(mm, a.name, wb, journal))
         g.add_edge(f"memory_pre_{a.name}", a.name)
         g.add_edge(a.name, f"memory_post_{a.name}")
         g.add_edge(f"memory_post_{a.name}", "supervisor")
     g.add_edge(START, "memory_entry")
     g.add_edge("memory_entry", "supervisor")
-    return g.compile(checkpointer=checkpointer, name="supervisor")
+    return g.compile(checkpointer=checkpointer, store=store, name="supervisor")

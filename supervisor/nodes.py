@@ -13,8 +13,14 @@ agents' own memories (SQL, conclusions, file paths) must be similar to the task 
   paths); write the ones the router keeps (dedupe/conflict merge happens in ``remember``);
   merge the agent's answer back into the Supervisor's conversation.
 
-Memory is an aid, not a dependency: a :class:`memory.errors.MemoryLayerError` (store down,
-closed, corrupt) is logged, recorded in ``memory_errors`` and the graph goes on without it.
+Memory is an aid, not a dependency: any failure of a memory step (store down, closed or corrupt,
+embedder unreachable, audit log or disk failing) is logged, recorded in ``memory_errors`` and
+``memory_log`` (kind ``error``), and the graph goes on without it. Every write is committed to the
+write journal first (:mod:`supervisor.journal`); a write that fails stays there and is retried at
+the next turn (or by the next process that builds a graph on the store), never lost.
+
+Without a user id, memory is per thread or off (``policy.anonymous``); user ids become labels
+injectively (:mod:`memory.policy.identity`).
 Every step is recorded as an event in ``memory_log`` and sent on the ``custom`` stream.
 """
 
@@ -29,6 +35,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from memory.disclosure import ID_CHARS, compact_block
@@ -41,6 +48,7 @@ from memory.policy.summarize import summarize as summarize_block
 from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
+from supervisor.journal import JournalEntry, WriteJournal
 from supervisor.router import split_sentences
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
@@ -87,14 +95,16 @@ def _decision(d: RouteDecision, text: str) -> dict[str, Any]:
 class _Step:
     """Collects the events and errors of one memory node run; never lets a memory error out."""
 
-    def __init__(self, step: str, agent: str | None, runtime: Runtime[Any] | None, config: RunnableConfig | None):
+    def __init__(self, step: str, agent: str | None, runtime: Runtime[Any] | None, config: RunnableConfig | None,
+                 anonymous: str = "thread"):
         self.step, self.agent = step, agent
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.t0 = time.perf_counter()
         self.writer = getattr(runtime, "stream_writer", None)
         ctx = getattr(runtime, "context", None)
-        self.user_id = resolve_user_id(ctx, config)
+        # None: no user id and policy.anonymous says off (or no thread to scope to).
+        self.user_id: str | None = resolve_user_id(ctx, config, anonymous)
         self.now = resolve_now(ctx)
         conf = (config or {}).get("configurable", {}) or {}
         run_id = (config or {}).get("run_id")
@@ -111,9 +121,19 @@ class _Step:
                 log.debug("stream writer failed", exc_info=True)
 
     def guard(self, op: str, fn: Callable[[], Any], default: Any = None) -> Any:
+        """``fn()``, or ``default`` after logging and recording the failure.
+
+        Any exception is caught, not only our :class:`MemoryLayerError`: an embedder's
+        ``ConnectionError``, a driver's ``OSError`` or a bug in a memory step must not end the
+        user's run. LangGraph's own control flow (interrupts, ``GraphBubbleUp``) passes through.
+        """
         try:
             return fn()
-        except MemoryLayerError as exc:
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            if not isinstance(exc, MemoryLayerError):
+                log.debug("memory step %s raised", op, exc_info=True)
             msg = f"{self.step}{':' + self.agent if self.agent else ''} {op}: {type(exc).__name__}: {exc}"
             log.warning("memory step failed, continuing without it: %s", msg)
             self.errors.append(msg)
@@ -133,13 +153,62 @@ def _emit_written(s: _Step, res: Any, ns: Namespace, incoming: str, route_reason
            superseded=list(res.superseded), evicted=list(res.evicted), route_reason=route_reason, **extra)
 
 
+_FAILED = object()
+
+
 def _report(s: _Step, done: list[Pending]) -> None:
     """Report background writes that finished as if this step had made them (events, errors)."""
     for p in done:
-        res = s.guard(f"write {ns_key(p.namespace)} (queued by {p.info['origin']})", p.future.result)
-        if res is not None:
+        res = s.guard(f"write {ns_key(p.namespace)} (queued by {p.info['origin']})", p.future.result, _FAILED)
+        if res is _FAILED:
+            if p.info.get("journal"):
+                s.emit("retry_queued", namespace=ns_key(p.namespace), incoming=p.info["incoming"],
+                       journal=p.info["journal"])
+        elif res is not None:
             _emit_written(s, res, p.namespace, p.info["incoming"], p.info["route_reason"],
                           deferred_from=p.info["origin"])
+
+
+def skipped(s: _Step) -> None:
+    """Record that memory is off for this caller (no user id, ``policy.anonymous``)."""
+    s.emit("skipped", reason="no user id: memory is off for this caller (policy.anonymous is 'off', "
+                             "or there is no thread_id to scope it to); pass context.user_id or configurable.user_id")
+
+
+def journal_writes(s: _Step, manager: MemoryManager, journal: WriteJournal | None,
+                   entries: list[JournalEntry]) -> list[str | None]:
+    """Commit ``entries`` to the journal before they are applied; None per entry when the journal
+    itself failed (the write is then applied directly, not durable before it lands)."""
+    if journal is None or not entries:
+        return [None] * len(entries)
+    ids = s.guard("journal", lambda: journal.add(entries, redact_pii=manager.settings.policy.pii_redaction))
+    if ids is None:
+        return [None] * len(entries)
+    if not journal.durable and journal.fallback_reason:
+        s.emit("warning", op="journal", warning=journal.fallback_reason)
+    return list(ids)
+
+
+def apply_entry(manager: MemoryManager, journal: WriteJournal | None, jid: str | None, e: JournalEntry) -> Any:
+    """Apply one write: through the journal when it holds it (deleted once stored), else directly."""
+    if journal is not None and jid is not None:
+        return journal.apply(jid, manager)
+    return manager.remember(e.content, e.namespace, dict(e.metadata), actor=e.actor, now=e.now, reason=e.reason)
+
+
+def replay_journal(s: _Step, manager: MemoryManager, journal: WriteJournal | None) -> None:
+    """Retry the writes an earlier turn, thread or process left in the journal."""
+    if journal is None:
+        return
+    for jid, res, exc in s.guard("journal replay", lambda: journal.replay(manager), []) or []:
+        if exc is not None:
+            msg = f"{s.step} replay {jid}: {type(exc).__name__}: {exc} (kept in the write journal for a retry)"
+            log.warning("memory replay failed: %s", msg)
+            s.errors.append(msg)
+            s.emit("error", op=f"replay {jid}", error=f"{type(exc).__name__}: {exc}", journal=jid, retry=True)
+        elif res is not None:
+            _emit_written(s, res, res.record.namespace, res.record.content, "replayed from the write journal",
+                          journal=jid)
 
 
 def finish_writes(wb: WriteBehind | None, state: SupervisorState, config: RunnableConfig | None,
@@ -162,11 +231,11 @@ def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespa
     (one audit row) for all of them; audited like ``recall``."""
     hits = mm.service.search(query, nss, top_k=top_k * len(nss), min_sim=0.0, now=s.now)
     keys = [ns_key(n) for n in nss]
-    mm.audit.record(AuditEvent(
+    s.guard("audit", lambda: mm.audit.record(AuditEvent(
         "search", None, keys[0] if len(keys) == 1 else None, s.actor.agent, s.actor.thread_id, s.actor.run_id,
         reason=query[:500], details={"namespaces": keys, "hits": len(hits), "always_on": True,
                                      "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]},
-        ts=s.now or utcnow()))
+        ts=s.now or utcnow())))  # a failing audit log must not cost the hits
     return hits
 
 
@@ -208,22 +277,34 @@ def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budge
     return text
 
 
+_TURN_RESET: dict[str, Any] = {"artifacts": {}, "plan": None, "pending": [], "active": None, "last_result": None,
+                               "handoffs": 0, "agent_errors": [], "agent_context": "", "results": []}
+
+
 def make_entry_node(manager: MemoryManager, budget: int,
                     always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
-                    ) -> Callable[..., dict[str, Any]]:
+                    journal: WriteJournal | None = None) -> Callable[..., dict[str, Any]]:
+    anonymous = manager.settings.policy.anonymous
+
     def memory_entry(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
-        s = _Step("entry", None, runtime, config)
+        s = _Step("entry", None, runtime, config, anonymous)
         if write_behind is not None:  # a new turn starts from a settled store
             _report(s, write_behind.drain())
+        replay_journal(s, manager, journal)  # writes a failure or a crash left behind
         text = last_user_message(state)
-        turn_reset = {"artifacts": {}, "plan": None, "pending": [], "active": None, "last_result": None,
-                      "handoffs": 0, "agent_errors": [], "agent_context": "", "results": []}
-        decision = manager.route(text, s.user_id, role="user")
+        turn_reset = dict(_TURN_RESET)
+        if s.user_id is None:
+            skipped(s)
+            return {"memory_context": "", **turn_reset, **s.update(state, reset=True)}
+        uid = s.user_id
+        decision = s.guard("route", lambda: manager.route(text, uid, role="user"))
+        if decision is None:
+            return {"memory_context": "", **turn_reset, **s.update(state, reset=True)}
         # The user's own statements are routed and written sentence by sentence, so
         # "以后用万元。查一下华东" stores the preference and not the question.
         writes = [(sentence, d) for sentence in split_sentences(text)
-                  for d in [manager.route(sentence, s.user_id, role="user")]
-                  if d.should_write and d.write_namespace is not None]
+                  for d in [s.guard("route", lambda sentence=sentence: manager.route(sentence, uid, role="user"))]
+                  if d is not None and d.should_write and d.write_namespace is not None]
         routed = _decision(decision, text)
         if writes:
             routed.update(should_write=True,
@@ -231,13 +312,16 @@ def make_entry_node(manager: MemoryManager, budget: int,
                           memory_type=", ".join(dict.fromkeys(str(d.memory_type) for _, d in writes)),
                           reason="; ".join(dict.fromkeys(d.reason for _, d in writes)))
         s.emit("routed", **routed)
-        for sentence, d in writes:
-            content = _LEAD.sub("", sentence).strip() or sentence
-            res = s.guard("write " + ns_key(d.write_namespace), lambda d=d, content=content: manager.remember(
-                content, d.write_namespace, {"type": d.memory_type, "source": "user"}, actor=s.actor, now=s.now,
-                reason=d.reason))
-            if res is not None:
-                _emit_written(s, res, d.write_namespace, sentence, d.reason)
+        entries = [JournalEntry(d.write_namespace, _LEAD.sub("", sentence).strip() or sentence,  # type: ignore[arg-type]
+                                {"type": d.memory_type, "source": "user"}, s.actor, d.reason, s.now)
+                   for sentence, d in writes]
+        for jid, e, (sentence, d) in zip(journal_writes(s, manager, journal, entries), entries, writes, strict=True):
+            res = s.guard("write " + ns_key(e.namespace), lambda jid=jid, e=e: apply_entry(manager, journal, jid, e),
+                          _FAILED)
+            if res is not _FAILED and res is not None:
+                _emit_written(s, res, e.namespace, sentence, d.reason)
+            elif res is _FAILED and jid is not None:
+                s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=sentence, journal=jid)
         context = ""
         if decision.should_read and text.strip():
             hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
@@ -250,10 +334,20 @@ def make_entry_node(manager: MemoryManager, budget: int,
 def make_pre_node(manager: MemoryManager, agent: str, budget: int,
                   always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
                   ) -> Callable[..., dict[str, Any]]:
+    anonymous = manager.settings.policy.anonymous
+
     def memory_pre(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
-        s = _Step("pre", agent, runtime, config)
+        s = _Step("pre", agent, runtime, config, anonymous)
         task = (state.get("active") or {}).get("task") or last_user_message(state)
-        decision = manager.route(task, s.user_id, role="assistant", agent=agent)
+        if s.user_id is None:
+            if write_behind is not None:
+                _report(s, write_behind.collect())
+            skipped(s)
+            return {"agent_context": "", **s.update(state)}
+        uid = s.user_id
+        decision = s.guard("route", lambda: manager.route(task, uid, role="assistant", agent=agent))
+        if decision is None:
+            return {"agent_context": "", **s.update(state)}
         s.emit("routed", **_decision(decision, task))
         context = ""
         if write_behind is not None:  # read-your-writes: only the namespaces about to be searched
@@ -268,10 +362,12 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
     return memory_pre
 
 
-def make_post_node(manager: MemoryManager, agent: str,
-                   write_behind: WriteBehind | None = None) -> Callable[..., dict[str, Any]]:
+def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind | None = None,
+                   journal: WriteJournal | None = None) -> Callable[..., dict[str, Any]]:
+    anonymous = manager.settings.policy.anonymous
+
     def memory_post(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
-        s = _Step("post", agent, runtime, config)
+        s = _Step("post", agent, runtime, config, anonymous)
         active = state.get("active") or {}
         result = state.get("last_result") or {}
         if write_behind is not None:
@@ -279,23 +375,38 @@ def make_post_node(manager: MemoryManager, agent: str,
         # Items reported together are distinct statements: the write policy never merges them
         # into each other (see memory.policy.manager._may_merge).
         handoff = uuid.uuid4().hex
-        for item in result.get("memory_items") or []:
-            d = manager.route(item, s.user_id, role="agent", agent=agent)
+        todo: list[tuple[JournalEntry, str]] = []
+        items = list(result.get("memory_items") or [])
+        if s.user_id is None and items:
+            skipped(s)
+        for item in items if s.user_id is not None else []:
+            uid = s.user_id
+            d = s.guard("route", lambda item=item: manager.route(item, uid, role="agent", agent=agent))
+            if d is None:
+                continue
             s.emit("routed", **_decision(d, item))
             if not d.should_write or d.write_namespace is None:
                 continue
-            ns = d.write_namespace or agent_namespace(agent, s.user_id)
+            ns = d.write_namespace or agent_namespace(agent, uid)
             meta = {"type": d.memory_type, "source": agent, "agent": agent,
                     "extra": {"task": str(active.get("task", ""))[:300], "handoff": handoff}}
-            def write(item: str = item, ns: Namespace = ns, meta: dict[str, Any] = meta, why: str = d.reason) -> Any:
-                return manager.remember(item, ns, meta, actor=s.actor, now=s.now, reason=why)
+            todo.append((JournalEntry(ns, item, meta, s.actor, d.reason, s.now), d.reason))
+        # Durable before this node returns: a crash from here on loses nothing (replayed on the
+        # next open of the store by any process, see supervisor.journal).
+        jids = journal_writes(s, manager, journal, [e for e, _ in todo])
+        for jid, (e, why) in zip(jids, todo, strict=True):
+            def write(e: JournalEntry = e, jid: str | None = jid) -> Any:
+                return apply_entry(manager, journal, jid, e)
             if write_behind is not None:
-                write_behind.submit(ns, write, incoming=item, route_reason=d.reason, origin=f"post:{agent}")
-                s.emit("queued", namespace=ns_key(ns), incoming=item, route_reason=d.reason)
+                write_behind.submit(e.namespace, write, incoming=e.content, route_reason=why, origin=f"post:{agent}",
+                                    journal=jid)
+                s.emit("queued", namespace=ns_key(e.namespace), incoming=e.content, route_reason=why, journal=jid)
                 continue
-            res = s.guard("write " + ns_key(ns), write)
-            if res is not None:
-                _emit_written(s, res, ns, item, d.reason)
+            res = s.guard("write " + ns_key(e.namespace), write, _FAILED)
+            if res is not _FAILED and res is not None:
+                _emit_written(s, res, e.namespace, e.content, why)
+            elif res is _FAILED and jid is not None:
+                s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=e.content, journal=jid)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

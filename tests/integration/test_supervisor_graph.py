@@ -111,9 +111,10 @@ def test_users_are_isolated(manager, tmp_path):
     hits = [h for e in out["memory_log"] if e["kind"] == "retrieved" for h in e["hits"]]
     assert all(h["namespace"].endswith("/alice") for h in hits)
     assert {e["user_id"] for e in out["memory_log"]} == {"alice"}
-    # no user at all: an anonymous id, still isolated from zhang
+    # no user at all: memory scoped to the thread (policy.anonymous: thread), isolated from zhang
     out = team.say(None, "n1", "From now on always use bar charts.")
-    assert [e["namespace"] for e in out["memory_log"] if e["kind"] == "written"] == ["user_profile/anonymous"]
+    written = [e["namespace"] for e in out["memory_log"] if e["kind"] == "written"]
+    assert len(written) == 1 and written[0].startswith("user_profile/%~thread-")
     assert manager.service.count("user_profile/zhang") == 1 and manager.service.count("user_profile/alice") == 0
 
 
