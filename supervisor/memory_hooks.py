@@ -22,8 +22,11 @@ the agent it handed off to) and injects the recalled memory. Sub-agents built wi
 ``create_agent`` can carry ``memory_middleware(mm, agent="<name>")`` to get their own memories.
 
 The user id comes from the run's ``context`` (``user_id``) or ``configurable.user_id`` /
-``langgraph_user_id`` (:func:`supervisor.context.resolve_user_id`). Memory is an aid: a memory
-layer failure is logged and the model call goes on without it.
+``langgraph_user_id`` (:func:`supervisor.context.resolve_user_id`), escaped into a label
+injectively; without one, memory is per thread or off (``policy.anonymous``). Memory is an aid:
+any memory failure (store, embedder, audit log, disk) is logged and the model call goes on
+without it; writes go through the store's write journal (:mod:`supervisor.journal`), so a write
+that fails is retried at the next turn instead of being lost.
 
 Example (offline, scripted model):
     >>> from langchain.agents import create_agent
@@ -56,7 +59,21 @@ from langgraph.runtime import Runtime
 from memory.policy.manager import MemoryManager
 from memory.service import MemoryService
 from supervisor.graph import as_manager
-from supervisor.nodes import _LEAD, ALWAYS_ON, _emit_written, _inject, _recall, _Step, message_text
+from supervisor.journal import JournalEntry, WriteJournal
+from supervisor.nodes import (
+    _FAILED,
+    _LEAD,
+    ALWAYS_ON,
+    _emit_written,
+    _inject,
+    _recall,
+    _Step,
+    apply_entry,
+    journal_writes,
+    message_text,
+    replay_journal,
+    skipped,
+)
 from supervisor.router import split_sentences
 
 MEMORY_HEADER = "Long-term memory about this user (use it; do not mention it unless asked):"
@@ -79,40 +96,64 @@ class GraphMemory:
         self.agent = agent
         self.budget = self.manager.settings.policy.summary_max_tokens if budget is None else budget
         self.always_on = always_on
+        self.journal = WriteJournal.for_store(self.manager.settings.path)
+        self.replay()  # what an earlier process queued and never applied
 
-    def _step(self, name: str, runtime: Any, config: RunnableConfig | None) -> _Step:
-        return _Step(name, self.agent, runtime, config if config is not None else _config())
+    def _step(self, name: str, runtime: Any, config: RunnableConfig | None, agent: str | None = None) -> _Step:
+        return _Step(name, agent if agent is not None else self.agent, runtime,
+                     config if config is not None else _config(), self.manager.settings.policy.anonymous)
+
+    def replay(self, runtime: Any = None, config: RunnableConfig | None = None) -> list[dict[str, Any]]:
+        """Retry the writes left in the write journal (failed, or queued by a process that died)."""
+        s = self._step("entry", runtime, config)
+        replay_journal(s, self.manager, self.journal)
+        return s.events
+
+    def _write(self, s: _Step, todo: list[tuple[JournalEntry, str, str]]) -> None:
+        jids = journal_writes(s, self.manager, self.journal, [e for e, _, _ in todo])
+        for jid, (e, incoming, why) in zip(jids, todo, strict=True):
+            res = s.guard("write " + "/".join(e.namespace),
+                          lambda jid=jid, e=e: apply_entry(self.manager, self.journal, jid, e), _FAILED)
+            if res is not _FAILED and res is not None:
+                _emit_written(s, res, e.namespace, incoming, why)
+            elif res is _FAILED and jid is not None:
+                s.emit("retry_queued", namespace="/".join(e.namespace), incoming=incoming, journal=jid)
 
     def write_user(self, text: str, runtime: Any = None, config: RunnableConfig | None = None) -> list[dict[str, Any]]:
         """Write the sentences of a user message that the routing rules keep; returns the events."""
         s = self._step("entry", runtime, config)
+        if s.user_id is None:
+            skipped(s)
+            return s.events
+        uid = s.user_id
+        todo: list[tuple[JournalEntry, str, str]] = []
         for sentence in split_sentences(text):
-            d = self.manager.route(sentence, s.user_id, role="user")
-            if not d.should_write or d.write_namespace is None:
+            d = s.guard("route", lambda sentence=sentence: self.manager.route(sentence, uid, role="user"))
+            if d is None or not d.should_write or d.write_namespace is None:
                 continue
             content = _LEAD.sub("", sentence).strip() or sentence
-            res = s.guard("write " + "/".join(d.write_namespace), lambda d=d, content=content: self.manager.remember(
-                content, d.write_namespace, {"type": d.memory_type, "source": "user"}, actor=s.actor, now=s.now,
-                reason=d.reason))
-            if res is not None:
-                _emit_written(s, res, d.write_namespace, sentence, d.reason)
+            todo.append((JournalEntry(d.write_namespace, content, {"type": d.memory_type, "source": "user"},
+                                      s.actor, d.reason, s.now), sentence, d.reason))
+        self._write(s, todo)
         return s.events
 
     def write_agent(self, text: str, agent: str | None = None, runtime: Any = None,
                     config: RunnableConfig | None = None) -> list[dict[str, Any]]:
         """Write the statements of an agent's answer that the routing rules keep (``role="agent"``)."""
         who = agent or self.agent  # None: the user-facing model, whose namespace is supervisor_memories
-        s = _Step("post", who, runtime, config if config is not None else _config())
+        s = self._step("post", runtime, config, who)
+        if s.user_id is None:
+            skipped(s)
+            return s.events
+        uid = s.user_id
+        todo: list[tuple[JournalEntry, str, str]] = []
         for item in split_sentences(text):
-            d = self.manager.route(item, s.user_id, role="agent", agent=who)
-            if not d.should_write or d.write_namespace is None:
+            d = s.guard("route", lambda item=item: self.manager.route(item, uid, role="agent", agent=who))
+            if d is None or not d.should_write or d.write_namespace is None:
                 continue
             meta = {"type": d.memory_type, "source": who or "supervisor", "agent": who}
-            res = s.guard("write " + "/".join(d.write_namespace),
-                          lambda item=item, d=d, meta=meta: self.manager.remember(
-                              item, d.write_namespace, meta, actor=s.actor, now=s.now, reason=d.reason))
-            if res is not None:
-                _emit_written(s, res, d.write_namespace, item, d.reason)
+            todo.append((JournalEntry(d.write_namespace, item, meta, s.actor, d.reason, s.now), item, d.reason))
+        self._write(s, todo)
         return s.events
 
     def context(self, query: str, runtime: Any = None, config: RunnableConfig | None = None) -> str:
@@ -120,8 +161,12 @@ class GraphMemory:
         if not query.strip():
             return ""
         s = self._step("pre", runtime, config)
-        d = self.manager.route(query, s.user_id, role="user" if self.agent is None else "assistant", agent=self.agent)
-        if not d.should_read:
+        if s.user_id is None:
+            return ""
+        uid = s.user_id
+        d = s.guard("route", lambda: self.manager.route(query, uid, role="user" if self.agent is None else "assistant",
+                                                        agent=self.agent))
+        if d is None or not d.should_read:
             return ""
         hits = _recall(self.manager, s, query, d.read_namespaces, d.top_k or self.manager.settings.scoring.top_k,
                        self.always_on)
@@ -185,6 +230,7 @@ def memory_middleware(memory: MemoryManager | MemoryService, *, agent: str | Non
             text = message_text(human)
             log: list[dict[str, Any]] = []
             if i == len(messages) - 1 and agent is None:  # a new user message, seen first by this model
+                log += mem.replay(runtime)  # retry writes a failure or a crash left in the journal
                 log += mem.write_user(text, runtime)
             ctx = mem.context(text, runtime)
             return {"memory_context": ctx, "memory_turn": turn, "memory_log": log}

@@ -2,6 +2,9 @@
 
 Namespaces are filled from the graph's user id (``configurable.user_id`` or
 ``configurable.langgraph_user_id``, else ``context.user_id``); the model never chooses a user.
+The id becomes a label injectively (:func:`memory.policy.identity.user_label`: ``"team/alice"``
+and ``"team_alice"`` are two users). Without a user id, memory is per thread or off
+(``policy.anonymous``); there is no shared anonymous namespace.
 Only the Supervisor gets these tools; sub-agents receive injected context instead.
 """
 
@@ -14,21 +17,24 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, tool
 
 from memory.errors import MemoryLayerError
+from memory.policy.identity import scope_label
 from memory.policy.manager import Actor, MemoryManager
 from memory.policy.routing import read_namespaces
 
-ANONYMOUS = "anonymous"
+ANONYMOUS = "anonymous"  # kept for compatibility; no longer a shared namespace (see scope_label)
+OFF = ("memory is off for this caller: no user id (pass configurable.user_id or context.user_id; "
+       "policy.anonymous 'thread' keeps per-thread memory when a thread_id is set)")
 MemoryType = Literal["user_profile", "domain_facts", "task_traces", "tool_effects"]
 
 
-def user_id_from_config(config: RunnableConfig | None) -> str:
+def user_id_from_config(config: RunnableConfig | None, anonymous: str = "thread") -> str | None:
+    """The namespace label of the caller (escaped user id, or the thread's), None = memory off."""
     conf = (config or {}).get("configurable", {}) or {}
     uid = conf.get("user_id") or conf.get("langgraph_user_id")
     if not uid:
         ctx = conf.get("__pregel_runtime")
         uid = getattr(getattr(ctx, "context", None), "user_id", None)
-    uid = str(uid).strip() if uid else ANONYMOUS
-    return uid.replace("/", "_") or ANONYMOUS
+    return scope_label(uid, conf.get("thread_id"), anonymous)
 
 
 def _actor(config: RunnableConfig | None) -> Actor:
@@ -44,11 +50,17 @@ def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
 
 def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
     """Tools bound to one manager. Errors come back as text the model can act on."""
+    mode = manager.settings.policy.anonymous
+
+    def who(config: RunnableConfig | None) -> str | None:
+        return user_id_from_config(config, mode)
 
     @tool
     def memory_search(query: str, config: RunnableConfig, top_k: int = 5, agent: str | None = None) -> str:
         """Search the user's long-term memory (profile, facts, and an agent's memories). Returns JSON hits."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         try:
             hits = manager.recall(query, read_namespaces(uid, agent), top_k=top_k, actor=_actor(config))
         except MemoryLayerError as exc:
@@ -59,7 +71,9 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
     @tool
     def memory_write(content: str, memory_type: MemoryType, config: RunnableConfig, agent: str | None = None) -> str:
         """Remember something durable about the user: a preference, a definition, a conclusion, SQL or a file path."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         try:
             res = manager.remember(content, _ns(memory_type, uid, agent), {"type": memory_type, "source": "supervisor"},
                                    actor=_actor(config))
@@ -70,10 +84,12 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
     @tool
     def memory_update(memory_id: str, content: str, config: RunnableConfig) -> str:
         """Replace the content of one of the user's memories (by id from memory_search)."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         try:
             rec = manager.service.get(memory_id)
-            if uid not in rec.namespace[1:]:
+            if rec.namespace[1:2] != (uid,):
                 return "memory_update failed: that memory belongs to another user"
             new = manager.update(memory_id, content, actor=_actor(config), reason="memory_update tool")
         except MemoryLayerError as exc:
@@ -83,10 +99,12 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
     @tool
     def memory_delete(memory_id: str, config: RunnableConfig) -> str:
         """Delete (restorably) one of the user's memories by id."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         try:
             rec = manager.service.get(memory_id)
-            if uid not in rec.namespace[1:]:
+            if rec.namespace[1:2] != (uid,):
                 return "memory_delete failed: that memory belongs to another user"
             n = manager.delete(memory_id, actor=_actor(config), reason="memory_delete tool")
         except MemoryLayerError as exc:
@@ -96,14 +114,19 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
     @tool
     def memory_route(message: str, config: RunnableConfig) -> str:
         """Decide whether a message should be stored and whether memory should be read for it."""
-        d = manager.route(message, user_id_from_config(config))
+        uid = who(config)
+        if uid is None:
+            return OFF
+        d = manager.route(message, uid)
         return json.dumps({"should_read": d.should_read, "should_write": d.should_write,
                            "memory_type": d.memory_type, "top_k": d.top_k, "reason": d.reason}, ensure_ascii=False)
 
     @tool
     def memory_summarize(goal: str, config: RunnableConfig, max_tokens: int = 300, agent: str | None = None) -> str:
         """Summarise what memory knows that is relevant to a goal, within a token budget."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         try:
             hits = manager.recall(goal, read_namespaces(uid, agent), top_k=10, actor=_actor(config))
         except MemoryLayerError as exc:
