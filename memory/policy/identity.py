@@ -9,8 +9,9 @@ Pure functions, no I/O. Two rules keep users apart by construction:
   adapter's (:func:`memory.store_items.encode_label`), so a Supervisor user and a store
   namespace label name the same thing. An id longer than a label may be (128 characters after
   escaping) keeps a readable prefix and ends with ``%~`` and the SHA-256 of the whole id:
-  escaping only ever writes ``%`` followed by two hex digits, so no escaped id can look like a
-  hashed one, and two long ids sharing a prefix do not collide.
+  a ``%`` followed by ``~`` in a user id is escaped (``%25~``; the one place where this differs
+  from the store adapter's escaping), so no escaped id contains ``%~``, no id can pose as a
+  hashed or thread label, and two long ids sharing a prefix do not collide.
 * **No shared anonymous namespace.** Without a user id, memory is scoped to the conversation
   thread (``policy.anonymous: thread``, label ``%~thread-<sha256 of the thread id>``, which no
   real user id can produce) or off (``policy.anonymous: off``); with no thread id either,
@@ -32,11 +33,13 @@ _HEX = "0123456789abcdefABCDEF"
 
 
 def _needs_escape(label: str, i: int, ch: str) -> bool:
-    # Same rule as memory.store_items._needs_escape (a test keeps them equal).
+    # memory.store_items._needs_escape's rule (a test keeps them equal), plus '%~'.
     if ch in "/\\" or unicodedata.category(ch) in {"Cc", "Cs", "Cf", "Zl", "Zp"}:
         return True
     if ch.isspace() and (not label[:i].strip() or not label[i + 1:].strip()):
         return True
+    if ch == "%" and label[i + 1:i + 2] == "~":
+        return True  # only this module writes '%~' (hashed and thread labels); see the module docstring
     return ch == "%" and len(label) > i + 2 and label[i + 1] in _HEX and label[i + 2] in _HEX
 
 
@@ -65,8 +68,6 @@ def user_label(user_id: str) -> str:
     if not isinstance(user_id, str) or not user_id:
         raise ValueError("user id must be a non-empty string")
     label = _escape(user_id)
-    if label.startswith(HASH_MARK):  # cannot happen ('%~' is never escaped output); defensive
-        label = "%25" + label[1:]
     if len(label) <= MAX_LABEL_CHARS:
         return label
     keep = MAX_LABEL_CHARS - len(HASH_MARK) - 64
