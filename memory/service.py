@@ -27,23 +27,31 @@ from memory.records import (
     MemoryQuery,
     MemoryRecord,
     SearchHit,
-    as_utc,
+    as_now,
     new_id,
-    utcnow,
 )
 from memory.settings import MemorySettings
 
 MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default anyway
+# The most results one call returns: larger values only overflowed SQLite's 64-bit integers
+# (OverflowError) or asked a backend for more than it could hold.
+MAX_RESULTS = 1_000_000
+
+
+def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MAX_RESULTS) -> int:
+    """An integer argument such as ``limit`` / ``offset`` / ``top_k`` within ``[minimum, maximum]``.
+
+    Raises:
+        InvalidInput: naming the argument and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise InvalidInput(f"{name} must be an integer from {minimum} to {maximum}, got {value!r:.40}")
+    return value
 
 
 def _now(value: object) -> datetime:
     """An explicit ``now`` (datetime, ISO string or epoch seconds), or the wall clock."""
-    if value is None:
-        return utcnow()
-    try:
-        return as_utc(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError, OSError) as exc:
-        raise InvalidInput(f"not a timestamp: {value!r:.60}; pass a datetime or an ISO-8601 string") from exc
+    return as_now(value)
 
 
 def clean_content(content: object, max_chars: int) -> str:
@@ -167,6 +175,25 @@ class MemoryService:
         except ValueError as exc:
             raise InvalidInput(f"invalid memory: {exc}") from exc
 
+    def _check_ids_stay(self, records: Sequence[MemoryRecord]) -> None:
+        """An explicit id may replace a memory of its own namespace only, never move another one.
+
+        ``write(..., id=<an id of u1>)`` into ``user_profile/u12`` used to move u1's memory into
+        u12. The message does not name the other namespace: it may be another user's.
+        """
+        if not records:
+            return
+        claimed: dict[str, tuple[str, ...]] = {}
+        for r in records:
+            if claimed.setdefault(r.id, r.namespace) != r.namespace:
+                raise InvalidInput(f"id {r.id!r} is given twice, for two namespaces; give each memory its own id")
+        for old in self.backend.get(list(claimed)):
+            if old.namespace != claimed[old.id]:
+                raise InvalidInput(
+                    f"id {old.id!r} is already used by a memory in another namespace; nothing was stored. "
+                    "Omit the id (a new one is generated) or choose another one"
+                )
+
     def embed_records(self, records: Sequence[MemoryRecord]) -> np.ndarray:
         """One vector per record: its content, nudged towards its retrieval context if it has one.
 
@@ -188,9 +215,11 @@ class MemoryService:
     def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
         """Validate all items first, then embed in batches and upsert; all-or-nothing."""
         now = _now(now)
+        items = list(items)
         records = [self._build(it, now) for it in items]
         if not records:
             return []
+        self._check_ids_stay([r for r, it in zip(records, items, strict=True) if it.id is not None])
         vectors = self.embed_records(records)
         self.backend.upsert(records, vectors)
         return records
@@ -274,9 +303,7 @@ class MemoryService:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; pass the question or keywords to search for")
         cfg = self.settings.scoring
-        k = cfg.top_k if top_k is None else top_k
-        if not isinstance(k, int) or k < 1:
-            raise InvalidInput(f"top_k must be a positive integer, got {k!r}")
+        k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
         ns = tuple(parse_namespaces(namespaces))
         validate_filter(filter)
         flt = dict(filter) if filter else None
@@ -302,6 +329,8 @@ class MemoryService:
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
         """Current memories under a namespace prefix, newest first."""
+        check_count("limit", limit)
+        check_count("offset", offset, maximum=2**62)
         validate_filter(filter)
         return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
                                    limit=limit, offset=offset)
