@@ -45,13 +45,34 @@ def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MA
         InvalidInput: naming the argument and the allowed range.
     """
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise InvalidInput(f"{name} must be an integer from {minimum} to {maximum}, got {value!r:.40}")
+        what = "a positive integer" if minimum == 1 else f"an integer from {minimum}"
+        raise InvalidInput(f"{name} must be {what} to {maximum}, got {value!r:.40}")
     return value
 
 
 def _now(value: object) -> datetime:
     """An explicit ``now`` (datetime, ISO string or epoch seconds), or the wall clock."""
     return as_now(value)
+
+
+def check_query_size(query: str, max_chars: int) -> None:
+    """Refuse a query longer than the longest memory before any work on it (a 1M-character query
+    spent 68 s in tokenising, BM25 and embedding)."""
+    if len(query) > max_chars:
+        raise InvalidContent(
+            f"query has {len(query)} characters, more than max_content_chars={max_chars}; "
+            "search with the question or a few keywords (or raise MEMORY_MAX_CONTENT_CHARS)"
+        )
+
+
+def check_content_size(content: object, max_chars: int) -> None:
+    """Refuse oversized text before any work on it (PII redaction of 10 MB took 5–14 s before the
+    length check ran). Only the size: :func:`clean_content` validates the rest afterwards."""
+    if isinstance(content, str) and len(content) > max_chars and len(content.strip()) > max_chars:
+        raise InvalidContent(
+            f"content has {len(content.strip())} characters, more than max_content_chars={max_chars}; "
+            "summarise or split it, or raise MEMORY_MAX_CONTENT_CHARS"
+        )
 
 
 def clean_content(content: object, max_chars: int) -> str:
@@ -302,6 +323,7 @@ class MemoryService:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; pass the question or keywords to search for")
+        check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring
         k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
         ns = tuple(parse_namespaces(namespaces))

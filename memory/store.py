@@ -52,7 +52,7 @@ from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace
 from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryRecord, SearchHit, utcnow
-from memory.service import MAX_RESULTS, MemoryService, NewMemory, check_count
+from memory.service import MAX_RESULTS, MemoryService, NewMemory, check_count, check_query_size
 from memory.settings import MemorySettings
 from memory.store_index import EmbedderEmbeddings, check_dims, resolve_embedder, resolve_fields
 from memory.store_items import (
@@ -249,6 +249,8 @@ class MemoryStore(StoreSupport, BaseStore):
                 check_count(f"search {name}", getattr(op, name), maximum=MAX_RESULTS)
             if op.query is not None and not isinstance(op.query, str):
                 raise InvalidInput(f"query must be a string, got {type(op.query).__name__}")
+            if op.query:
+                check_query_size(op.query, self.service.settings.max_content_chars)
             return prefix, flt
         if isinstance(op, ListNamespacesOp):
             for c in op.match_conditions or ():

@@ -256,10 +256,10 @@ class AuditLog:
             # when any of its namespaces is (its query text is theirs).
             for i in range(0, len(keys), 500):
                 chunk = keys[i: i + 500]
+                marks = ",".join("?" * len(chunk))
                 seqs.update(r[0] for r in self._exec(
                     "SELECT DISTINCT e.seq FROM audit_events AS e, json_each(e.details, '$.namespaces') AS j"
-                    f" WHERE e.action = 'search' AND json_valid(e.details) AND j.value IN ({','.join('?' * len(chunk))})",
-                    chunk))
+                    f" WHERE e.action = 'search' AND json_valid(e.details) AND j.value IN ({marks})", chunk))
                 for k in chunk:  # prefixes: a search of user_profile/u1/x belongs to user_profile/u1
                     seqs.update(r[0] for r in self._exec(
                         "SELECT DISTINCT e.seq FROM audit_events AS e, json_each(e.details, '$.namespaces') AS j"

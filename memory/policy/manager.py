@@ -32,7 +32,7 @@ from memory.records import (
     as_now,
     record_to_dict,
 )
-from memory.service import MemoryService, NewMemory, _metadata
+from memory.service import MemoryService, NewMemory, _metadata, check_content_size
 from memory.settings import MemorySettings
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,7 @@ class MemoryManager:
     ) -> WriteResult:
         """Write with PII redaction, dedupe and conflict merge, TTL and capacity."""
         now = as_now(now)
+        check_content_size(content, self.settings.max_content_chars)  # before the PII regexes run
         actor = actor or Actor()
         ns = parse_namespace(namespace)
         meta = _metadata(metadata)
@@ -391,6 +392,7 @@ class MemoryManager:
     def update(self, id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None, *,
                actor: Actor | None = None, reason: str = "explicit update", now: datetime | None = None) -> MemoryRecord:
         now = as_now(now)
+        check_content_size(content, self.settings.max_content_chars)
         old = self.service.get(id)
         if content is not None and self.policy.pii_redaction:
             content = redact(content).text
