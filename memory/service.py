@@ -58,6 +58,11 @@ def _now(value: object) -> datetime:
 def check_query_size(query: str, max_chars: int) -> None:
     """Refuse a query longer than the longest memory before any work on it (a 1M-character query
     spent 68 s in tokenising, BM25 and embedding)."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidContent(f"query is not valid Unicode text (unpaired surrogate at position {exc.start}); "
+                             "it probably came from undecodable bytes") from None
     if len(query) > max_chars:
         raise InvalidContent(
             f"query has {len(query)} characters, more than max_content_chars={max_chars}; "
@@ -73,6 +78,34 @@ def check_content_size(content: object, max_chars: int) -> None:
             f"content has {len(content.strip())} characters, more than max_content_chars={max_chars}; "
             "summarise or split it, or raise MEMORY_MAX_CONTENT_CHARS"
         )
+
+
+def check_id(id: object) -> str:
+    """A memory id as the caller gave it: a non-empty string that is valid Unicode text.
+
+    Raises:
+        InvalidInput: saying what an id looks like.
+    """
+    if not isinstance(id, str) or not id:
+        raise InvalidInput(f"id must be a non-empty string, got {id!r:.60}; `memctl list --ns NS` shows the ids")
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: SQLite and the audit log cannot store them
+        raise InvalidInput(f"id {id!r:.60} is not valid Unicode text (unpaired surrogate); "
+                           "it probably came from undecodable bytes") from None
+    return id
+
+
+def check_ids(ids: object) -> list[str]:
+    """One id or a non-empty list of ids, each checked by :func:`check_id`."""
+    if isinstance(ids, str):
+        return [check_id(ids)]
+    if not isinstance(ids, Sequence | set | frozenset) or isinstance(ids, bytes | bytearray):
+        raise InvalidInput(f"pass an id string or a list of id strings, got {ids!r:.60}")
+    out = [check_id(i) for i in ids]
+    if not out:
+        raise InvalidInput("no id given; pass at least one memory id")
+    return out
 
 
 def clean_content(content: object, max_chars: int) -> str:
@@ -284,15 +317,7 @@ class MemoryService:
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed."""
-        if isinstance(ids, str):
-            id_list = [ids]
-        elif isinstance(ids, Sequence | set) and all(isinstance(i, str) for i in ids):
-            id_list = list(ids)
-        else:
-            raise InvalidInput(f"delete takes an id string or a list of id strings, got {ids!r:.60}")
-        if not id_list:
-            raise InvalidInput("delete needs at least one id")
-        return self.backend.delete(id_list)
+        return self.backend.delete(check_ids(ids))
 
     def delete_namespace(self, namespace: NamespaceLike, *, filter: Mapping[str, Any] | None = None) -> int:
         """Delete everything under a namespace prefix (optionally only what matches a filter)."""
@@ -302,9 +327,7 @@ class MemoryService:
     # ------------------------------------------------------------------ reads
     def get(self, id: str) -> MemoryRecord:
         """Raises NotFound when no live memory has this id."""
-        if not isinstance(id, str) or not id:
-            raise InvalidInput("id must be a non-empty string")
-        found = self.backend.get([id])
+        found = self.backend.get([check_id(id)])
         if not found:
             raise NotFound(f"no memory with id {id!r}; `memctl list --ns NS` shows the ids")
         return found[0]

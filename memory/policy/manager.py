@@ -14,6 +14,7 @@ import numpy as np
 
 from memory import scoring
 from memory.errors import InvalidInput, NotFound
+from memory.filters import validate_filter
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
 from memory.policy.forget import ForgetReport, forget_user, scrub
@@ -32,7 +33,15 @@ from memory.records import (
     as_now,
     record_to_dict,
 )
-from memory.service import MemoryService, NewMemory, _metadata, check_content_size
+from memory.service import (
+    MemoryService,
+    NewMemory,
+    _metadata,
+    check_content_size,
+    check_id,
+    check_ids,
+    clean_content,
+)
 from memory.settings import MemorySettings
 
 log = logging.getLogger(__name__)
@@ -392,7 +401,8 @@ class MemoryManager:
     def update(self, id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None, *,
                actor: Actor | None = None, reason: str = "explicit update", now: datetime | None = None) -> MemoryRecord:
         now = as_now(now)
-        check_content_size(content, self.settings.max_content_chars)
+        if content is not None:  # validated before the PII regexes run on it
+            content = clean_content(content, self.settings.max_content_chars)
         old = self.service.get(id)
         if content is not None and self.policy.pii_redaction:
             content = redact(content).text
@@ -407,9 +417,7 @@ class MemoryManager:
                reason: str = "explicit delete", now: datetime | None = None) -> int:
         """Soft delete (default) keeps a restorable copy in the trash; hard delete keeps nothing."""
         now = as_now(now)
-        id_list = [ids] if isinstance(ids, str) else list(ids)
-        if not id_list:
-            raise InvalidInput("delete needs at least one id")
+        id_list = check_ids(ids)
         found = self.service.backend.get(id_list)
         n = self.service.backend.delete(id_list)
         actor = actor or Actor()
@@ -428,6 +436,7 @@ class MemoryManager:
     def delete_where(self, namespace: NamespaceLike, filter: Mapping[str, Any] | None = None, *, hard: bool = False,
                      actor: Actor | None = None, reason: str = "delete by filter", now: datetime | None = None) -> int:
         ns = parse_namespace(namespace)
+        validate_filter(filter)  # a non-dict filter raised TypeError from dict() below
         records = self.service.backend.scroll(ns, filter=dict(filter) if filter else None, limit=10_000_000)
         if not records:
             return 0
@@ -436,7 +445,7 @@ class MemoryManager:
     def restore(self, id: str, *, actor: Actor | None = None, now: datetime | None = None) -> MemoryRecord:
         """Bring back a soft-deleted, superseded or evicted memory (same id, re-embedded)."""
         now = as_now(now)
-        got = self.audit.trash_get(id)
+        got = self.audit.trash_get(check_id(id))
         if got is None:
             raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
         rec, kind = got
