@@ -101,7 +101,7 @@ def search(
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
 
-    with _manager() as mm:
+    with _manager(read=True) as mm:
         hits = mm.service.search(query, ns, top_k=top_k, filter={"type": type_.value} if type_ else None,
                                  min_score=min_score)
         keys = [ns_key(n) for n in parse_namespaces(ns)]
@@ -127,7 +127,7 @@ def get(
     from memctl.ids import live_ids, resolve_id
     from memory.records import record_to_dict
 
-    with _service() as svc:
+    with _service(read=True) as svc:
         rec = svc.get(resolve_id(id, live_ids(svc, id.strip())))
     d = record_to_dict(rec)
     if as_json:
@@ -148,7 +148,7 @@ def list_(
     """The current memories of a namespace, newest first."""
     from memory.records import record_to_dict
 
-    with _service() as svc:
+    with _service(read=True) as svc:
         recs = svc.list(ns, limit=limit, offset=offset)
     if as_json:
         _print_json([record_to_dict(r) for r in recs])
@@ -261,7 +261,7 @@ def audit(
     """The audit log (newest first) and its statistics: hit rate, duplicate-write rate, merges."""
     from memory.namespace import parse_namespace
 
-    with _manager() as mm:
+    with _manager(read=True) as mm:
         events = mm.audit.events(action=action, namespace=parse_namespace(ns) if ns else None, limit=limit)
         st = mm.audit.stats()
     if as_json:
@@ -294,7 +294,7 @@ def history(
     """Everything that happened to one memory, oldest first (old values included)."""
     from memctl.ids import live_ids, resolve_id
 
-    with _manager() as mm:
+    with _manager(read=True) as mm:
         p = id.strip()
         try:
             id = resolve_id(p, [*mm.audit.memory_ids(p), *live_ids(mm.service, p)])
@@ -320,7 +320,7 @@ def history(
 @_errors
 def stats(as_json: Annotated[bool, typer.Option("--json/--no-json")] = False) -> None:
     """Store size, model and per-namespace counts."""
-    with _service() as svc:
+    with _service(read=True) as svc:
         s = svc.stats()
     if as_json:
         _print_json(s)

@@ -78,11 +78,30 @@ def _settings(**overrides: Any) -> MemorySettings:
     return MemorySettings.load(state.config, **overrides)
 
 
+def _require_store(settings: MemorySettings, *, audit: bool) -> None:
+    """Read commands never create a store: a missing SQLite file (or audit log) is an error.
+
+    ``memctl --path /nonexistent/dir/x.sqlite stats`` used to create the directory and an empty store.
+    """
+    if settings.path == ":memory:" or (settings.backend != "sqlite" and not audit):
+        return
+    path = Path(settings.path).expanduser()
+    if not path.is_file():
+        from memory.errors import InvalidConfig
+
+        raise InvalidConfig(f"no memory store at {str(path)!r} (nothing was created); check --path / MEMORY_PATH, "
+                            "or write a memory first (`memctl add`)")
+
+
 @contextmanager
-def _service(**overrides: Any) -> Iterator[MemoryService]:
+def _service(*, read: bool = False, **overrides: Any) -> Iterator[MemoryService]:
+    """The service; ``read=True`` for commands that only read (they refuse a missing store)."""
     from memory.service import MemoryService
 
-    svc = MemoryService.from_settings(_settings(**overrides))
+    settings = _settings(**overrides)
+    if read:
+        _require_store(settings, audit=False)
+    svc = MemoryService.from_settings(settings)
     try:
         yield svc
     finally:
@@ -90,10 +109,14 @@ def _service(**overrides: Any) -> Iterator[MemoryService]:
 
 
 @contextmanager
-def _manager(**overrides: Any) -> Iterator[MemoryManager]:
+def _manager(*, read: bool = False, **overrides: Any) -> Iterator[MemoryManager]:
+    """The manager; ``read=True`` for commands that only read (they refuse a missing store)."""
     from memory.policy.manager import MemoryManager
 
-    mm = MemoryManager.from_settings(_settings(**overrides))
+    settings = _settings(**overrides)
+    if read:
+        _require_store(settings, audit=True)
+    mm = MemoryManager.from_settings(settings)
     try:
         yield mm
     finally:
@@ -107,10 +130,28 @@ def _error(exc: BaseException) -> None:
     sys.stderr.write(f"error: {msg}\n")
 
 
+def _check_text(name: str, value: Any) -> None:
+    """An argument the shell could not decode arrives with lone surrogates (PEP 383); say so
+    rather than fail later with a UnicodeEncodeError traceback."""
+    values = value if isinstance(value, list | tuple) else [value]
+    for v in values:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                opt = name.rstrip("_").replace("_", "-")
+                raise InvalidInput(
+                    f"{opt} {v.encode('utf-8', 'backslashreplace').decode()!r} is not valid text: byte(s) at "
+                    f"position {exc.start} could not be decoded; pass it in UTF-8 (check the terminal's locale)"
+                ) from None
+
+
 def _errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            for name, value in kwargs.items():
+                _check_text(name, value)
             return fn(*args, **kwargs)
         except (InvalidInput, NotFound) as exc:
             _error(exc)

@@ -153,7 +153,7 @@ def export(
         raise InvalidInput("MEMORY.md holds one namespace prefix: give --ns once")
     prefixes = [parse_namespace(n) for n in ns or []]
     counts: dict[str, int] = {}
-    with _manager() as mm:
+    with _manager(read=True) as mm:
         if daily is not None:
             events = [e for e in mm.audit.events(limit=10**9) if e.namespace and not e.namespace.startswith("docs/")
                       and (not prefixes or any(parse_namespace(e.namespace)[:len(p)] == p for p in prefixes))]

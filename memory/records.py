@@ -5,6 +5,7 @@ Backends return these types, never driver rows. Timestamps are timezone-aware UT
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from memory.errors import InvalidInput
 from memory.namespace import Namespace, NamespaceLike, parse_namespace
 
 # Well-known memory types (seed 004). Any other short label is allowed too.
@@ -23,21 +25,81 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+# Timestamps must fit a datetime with room for TTL and date-window arithmetic on top (a
+# century of TTL, query windows of years): epoch seconds beyond datetime's range raised
+# OverflowError / OSError (errno 75) deep inside the backends before. An explicit ``now`` is held
+# to a narrower range (MAX_NOW) so that now + the longest TTL still reads back.
+MIN_TIME = datetime(1000, 1, 1, tzinfo=UTC)
+MAX_TIME = datetime(9900, 1, 1, tzinfo=UTC)
+MAX_NOW = datetime(9700, 1, 1, tzinfo=UTC)
+
+
 def as_utc(value: datetime | float | int | str) -> datetime:
-    """Normalise a timestamp: naive datetimes and ISO strings without offset are taken as UTC."""
-    if isinstance(value, bool):
-        raise ValueError("a timestamp cannot be a bool")
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), UTC)
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    """Normalise a timestamp: naive datetimes and ISO strings without offset are taken as UTC.
+
+    Raises:
+        InvalidInput: (a ``ValueError``) for anything that is not a finite timestamp between
+            year 1000 and year 9900 — NaN, infinities, epoch seconds out of range, bools, other types.
+    """
+    try:
+        if isinstance(value, bool):
+            raise ValueError("a timestamp cannot be a bool")
+        if isinstance(value, int | float):
+            if not math.isfinite(value):
+                raise ValueError("it is not a finite number")
+            value = datetime.fromtimestamp(float(value), UTC)
+        elif isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if not isinstance(value, datetime):
+            raise ValueError(f"a {type(value).__name__} is not a timestamp")
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except InvalidInput:
+        raise
+    except (TypeError, ValueError, OverflowError, OSError) as exc:
+        raise InvalidInput(
+            f"not a timestamp: {value!r:.60} ({exc}); pass a datetime, an ISO-8601 string or epoch seconds"
+        ) from exc
+    if not MIN_TIME <= value < MAX_TIME:
+        raise InvalidInput(
+            f"timestamp {value.isoformat()} is out of range; use a time between year 1000 and year 9900"
+        )
+    return value
+
+
+def as_now(value: object) -> datetime:
+    """An explicit ``now`` (datetime, ISO string or epoch seconds), or the wall clock for None.
+
+    Raises:
+        InvalidInput: not a timestamp, or later than year 9700 (``now`` plus the longest TTL must
+            still be a timestamp).
+    """
+    if value is None:
+        return utcnow()
+    now = as_utc(value)  # type: ignore[arg-type]
+    if now >= MAX_NOW:
+        raise InvalidInput(f"now={now.isoformat()} is too far in the future; pass a time before year 9700")
+    return now
 
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+def non_finite(value: Any, path: str = "extra") -> str | None:
+    """The path of the first NaN/inf float inside a JSON-like value, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = non_finite(v, f"{path}.{k}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = non_finite(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 class MemoryMetadata(BaseModel):
@@ -56,6 +118,16 @@ class MemoryMetadata(BaseModel):
     def _tags(cls, v: Any) -> Any:
         if isinstance(v, str):
             return (v,)
+        return v
+
+    @field_validator("extra")
+    @classmethod
+    def _finite(cls, v: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        # JSON has no NaN or infinity: they were written as null and read back changed.
+        bad = non_finite(v)
+        if bad is not None:
+            raise ValueError(f"metadata value at {bad!r} is NaN or infinite, which JSON cannot store; "
+                             "store a number, a string or null")
         return v
 
 

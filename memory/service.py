@@ -27,23 +27,85 @@ from memory.records import (
     MemoryQuery,
     MemoryRecord,
     SearchHit,
-    as_utc,
+    as_now,
     new_id,
-    utcnow,
 )
 from memory.settings import MemorySettings
 
 MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default anyway
+# The most results one call returns: larger values only overflowed SQLite's 64-bit integers
+# (OverflowError) or asked a backend for more than it could hold.
+MAX_RESULTS = 1_000_000
+
+
+def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MAX_RESULTS) -> int:
+    """An integer argument such as ``limit`` / ``offset`` / ``top_k`` within ``[minimum, maximum]``.
+
+    Raises:
+        InvalidInput: naming the argument and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        what = "a positive integer" if minimum == 1 else f"an integer from {minimum}"
+        raise InvalidInput(f"{name} must be {what} to {maximum}, got {value!r:.40}")
+    return value
 
 
 def _now(value: object) -> datetime:
     """An explicit ``now`` (datetime, ISO string or epoch seconds), or the wall clock."""
-    if value is None:
-        return utcnow()
+    return as_now(value)
+
+
+def check_query_size(query: str, max_chars: int) -> None:
+    """Refuse a query longer than the longest memory before any work on it (a 1M-character query
+    spent 68 s in tokenising, BM25 and embedding)."""
     try:
-        return as_utc(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError, OSError) as exc:
-        raise InvalidInput(f"not a timestamp: {value!r:.60}; pass a datetime or an ISO-8601 string") from exc
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidContent(f"query is not valid Unicode text (unpaired surrogate at position {exc.start}); "
+                             "it probably came from undecodable bytes") from None
+    if len(query) > max_chars:
+        raise InvalidContent(
+            f"query has {len(query)} characters, more than max_content_chars={max_chars}; "
+            "search with the question or a few keywords (or raise MEMORY_MAX_CONTENT_CHARS)"
+        )
+
+
+def check_content_size(content: object, max_chars: int) -> None:
+    """Refuse oversized text before any work on it (PII redaction of 10 MB took 5–14 s before the
+    length check ran). Only the size: :func:`clean_content` validates the rest afterwards."""
+    if isinstance(content, str) and len(content) > max_chars and len(content.strip()) > max_chars:
+        raise InvalidContent(
+            f"content has {len(content.strip())} characters, more than max_content_chars={max_chars}; "
+            "summarise or split it, or raise MEMORY_MAX_CONTENT_CHARS"
+        )
+
+
+def check_id(id: object) -> str:
+    """A memory id as the caller gave it: a non-empty string that is valid Unicode text.
+
+    Raises:
+        InvalidInput: saying what an id looks like.
+    """
+    if not isinstance(id, str) or not id:
+        raise InvalidInput(f"id must be a non-empty string, got {id!r:.60}; `memctl list --ns NS` shows the ids")
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: SQLite and the audit log cannot store them
+        raise InvalidInput(f"id {id!r:.60} is not valid Unicode text (unpaired surrogate); "
+                           "it probably came from undecodable bytes") from None
+    return id
+
+
+def check_ids(ids: object) -> list[str]:
+    """One id or a non-empty list of ids, each checked by :func:`check_id`."""
+    if isinstance(ids, str):
+        return [check_id(ids)]
+    if not isinstance(ids, Sequence | set | frozenset) or isinstance(ids, bytes | bytearray):
+        raise InvalidInput(f"pass an id string or a list of id strings, got {ids!r:.60}")
+    out = [check_id(i) for i in ids]
+    if not out:
+        raise InvalidInput("no id given; pass at least one memory id")
+    return out
 
 
 def clean_content(content: object, max_chars: int) -> str:
@@ -167,6 +229,25 @@ class MemoryService:
         except ValueError as exc:
             raise InvalidInput(f"invalid memory: {exc}") from exc
 
+    def _check_ids_stay(self, records: Sequence[MemoryRecord]) -> None:
+        """An explicit id may replace a memory of its own namespace only, never move another one.
+
+        ``write(..., id=<an id of u1>)`` into ``user_profile/u12`` used to move u1's memory into
+        u12. The message does not name the other namespace: it may be another user's.
+        """
+        if not records:
+            return
+        claimed: dict[str, tuple[str, ...]] = {}
+        for r in records:
+            if claimed.setdefault(r.id, r.namespace) != r.namespace:
+                raise InvalidInput(f"id {r.id!r} is given twice, for two namespaces; give each memory its own id")
+        for old in self.backend.get(list(claimed)):
+            if old.namespace != claimed[old.id]:
+                raise InvalidInput(
+                    f"id {old.id!r} is already used by a memory in another namespace; nothing was stored. "
+                    "Omit the id (a new one is generated) or choose another one"
+                )
+
     def embed_records(self, records: Sequence[MemoryRecord]) -> np.ndarray:
         """One vector per record: its content, nudged towards its retrieval context if it has one.
 
@@ -188,9 +269,11 @@ class MemoryService:
     def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
         """Validate all items first, then embed in batches and upsert; all-or-nothing."""
         now = _now(now)
+        items = list(items)
         records = [self._build(it, now) for it in items]
         if not records:
             return []
+        self._check_ids_stay([r for r, it in zip(records, items, strict=True) if it.id is not None])
         vectors = self.embed_records(records)
         self.backend.upsert(records, vectors)
         return records
@@ -234,15 +317,7 @@ class MemoryService:
 
     def delete(self, ids: str | Sequence[str]) -> int:
         """Delete memories by id; returns how many existed."""
-        if isinstance(ids, str):
-            id_list = [ids]
-        elif isinstance(ids, Sequence | set) and all(isinstance(i, str) for i in ids):
-            id_list = list(ids)
-        else:
-            raise InvalidInput(f"delete takes an id string or a list of id strings, got {ids!r:.60}")
-        if not id_list:
-            raise InvalidInput("delete needs at least one id")
-        return self.backend.delete(id_list)
+        return self.backend.delete(check_ids(ids))
 
     def delete_namespace(self, namespace: NamespaceLike, *, filter: Mapping[str, Any] | None = None) -> int:
         """Delete everything under a namespace prefix (optionally only what matches a filter)."""
@@ -252,9 +327,7 @@ class MemoryService:
     # ------------------------------------------------------------------ reads
     def get(self, id: str) -> MemoryRecord:
         """Raises NotFound when no live memory has this id."""
-        if not isinstance(id, str) or not id:
-            raise InvalidInput("id must be a non-empty string")
-        found = self.backend.get([id])
+        found = self.backend.get([check_id(id)])
         if not found:
             raise NotFound(f"no memory with id {id!r}; `memctl list --ns NS` shows the ids")
         return found[0]
@@ -273,10 +346,9 @@ class MemoryService:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty; pass the question or keywords to search for")
+        check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring
-        k = cfg.top_k if top_k is None else top_k
-        if not isinstance(k, int) or k < 1:
-            raise InvalidInput(f"top_k must be a positive integer, got {k!r}")
+        k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
         ns = tuple(parse_namespaces(namespaces))
         validate_filter(filter)
         flt = dict(filter) if filter else None
@@ -302,6 +374,8 @@ class MemoryService:
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
         """Current memories under a namespace prefix, newest first."""
+        check_count("limit", limit)
+        check_count("offset", offset, maximum=2**62)
         validate_filter(filter)
         return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
                                    limit=limit, offset=offset)

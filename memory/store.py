@@ -52,7 +52,7 @@ from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace
 from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryRecord, SearchHit, utcnow
-from memory.service import MemoryService, NewMemory
+from memory.service import MAX_RESULTS, MemoryService, NewMemory, check_count, check_query_size
 from memory.settings import MemorySettings
 from memory.store_index import EmbedderEmbeddings, check_dims, resolve_embedder, resolve_fields
 from memory.store_items import (
@@ -246,11 +246,11 @@ class MemoryStore(StoreSupport, BaseStore):
             prefix = check_namespace(op.namespace_prefix, allow_empty=True)
             flt = check_filter(op.filter)
             for name in ("limit", "offset"):
-                v = getattr(op, name)
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise InvalidInput(f"search {name} must be an integer >= 0, got {v!r}")
+                check_count(f"search {name}", getattr(op, name), maximum=MAX_RESULTS)
             if op.query is not None and not isinstance(op.query, str):
                 raise InvalidInput(f"query must be a string, got {type(op.query).__name__}")
+            if op.query:
+                check_query_size(op.query, self.service.settings.max_content_chars)
             return prefix, flt
         if isinstance(op, ListNamespacesOp):
             for c in op.match_conditions or ():
@@ -260,8 +260,8 @@ class MemoryStore(StoreSupport, BaseStore):
             if op.max_depth is not None and (
                     isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int) or op.max_depth < 1):
                 raise InvalidInput(f"max_depth must be a positive integer, got {op.max_depth!r}")
-            if op.limit < 0 or op.offset < 0:
-                raise InvalidInput("limit and offset must be >= 0")
+            for name in ("limit", "offset"):
+                check_count(f"list_namespaces {name}", getattr(op, name), maximum=MAX_RESULTS)
             return None
         raise ValueError(f"Unknown operation type: {type(op).__name__}; expected GetOp, PutOp, SearchOp or "
                          "ListNamespacesOp")

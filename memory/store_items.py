@@ -20,9 +20,9 @@ from typing import Any
 from langgraph.store.base import InvalidNamespaceError, Item, MatchCondition, SearchItem, get_text_at_path
 from pydantic_core import to_jsonable_python
 
-from memory.errors import InvalidInput, InvalidNamespace
+from memory.errors import InvalidContent, InvalidInput, InvalidNamespace
 from memory.namespace import Namespace, parse_namespace
-from memory.records import MemoryRecord, as_utc, utcnow
+from memory.records import MemoryRecord, as_utc, non_finite, utcnow
 from memory.service import MAX_TTL_DAYS
 
 SOURCE = "langgraph_store"
@@ -309,6 +309,9 @@ def json_value(value: Mapping[str, Any]) -> dict[str, Any]:
         out = to_jsonable_python(dict(value))
     except Exception as exc:  # pydantic_core raises its own error types
         raise InvalidInput(f"value is not JSON-serialisable: {exc}") from exc
+    bad = non_finite(out, "value")
+    if bad is not None:  # JSON has no NaN/inf: it would be stored as null and read back changed
+        raise InvalidContent(f"{bad} is NaN or infinite, which JSON cannot store; store a number, a string or None")
     return out
 
 

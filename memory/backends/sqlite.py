@@ -89,6 +89,8 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
+            # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
+            self._conn.execute("PRAGMA secure_delete = ON")
             self._migrate()
             self._check_model()
             self._reindex_if_stale()
@@ -444,6 +446,14 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
             ).fetchone()[0])
             vectors = self._index.size(self._index.matching([namespace]))
         return {"rows": rows, "vectors": vectors, "keyword_entries": kw}
+
+    def scrub(self) -> None:
+        """Leave no deleted text in the file: merge the FTS index (a delete only adds tombstones that
+        repeat the terms), then checkpoint and truncate the WAL (old frames hold the old pages)."""
+        self._write(lambda conn, seq: conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
+        if self.path != ":memory:":
+            with self._lock, self._translate():
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def stats(self) -> dict[str, Any]:
         """Sizes for ``memctl stats``: rows, keyword rows, indexed vectors, file size."""

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from memory.errors import SchemaMismatch
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import MemoryMetadata, MemoryRecord, as_utc
 
@@ -61,6 +62,7 @@ def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[
     """
     conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)")
     done = {r[0] for r in conn.execute(f"SELECT version FROM {table}")}
+    check_not_newer(table, max(done, default=0), len(migrations))
     for version, sql in enumerate(migrations, start=1):
         if version in done:
             continue
@@ -75,6 +77,21 @@ def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+
+def check_not_newer(what: str, found: int, known: int) -> None:
+    """Refuse a file written by a newer version of this package: opening it anyway would run old
+    code over a layout it does not know (it re-tokenised newer keyword terms down, silently).
+
+    Raises:
+        SchemaMismatch: naming both versions and what to do.
+    """
+    if found > known:
+        raise SchemaMismatch(
+            f"this store was written by a newer version of langgraph-memory ({what} version {found}; this "
+            f"version knows up to {known}); nothing was changed. Upgrade langgraph-memory to open it, "
+            "or use another MEMORY_PATH"
+        )
 
 
 def ns_term(ns: Namespace) -> str:
@@ -121,5 +138,6 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
     )
 
 
-__all__ = ["COLS", "MIGRATIONS", "TIME_COLS", "apply_migrations", "epoch", "ns_clause", "ns_term", "ns_terms",
+__all__ = ["COLS", "MIGRATIONS", "TIME_COLS", "apply_migrations", "check_not_newer", "epoch", "ns_clause", "ns_term",
+           "ns_terms",
            "row_to_record"]

@@ -19,7 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from memory.backends.keyword_index import KeywordIndex
-from memory.backends.sqlite_schema import COLS, MIGRATIONS, apply_migrations, row_to_record
+from memory.backends.sqlite_schema import COLS, MIGRATIONS, apply_migrations, check_not_newer, row_to_record
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, MemoryBackendError, SchemaMismatch
 from memory.namespace import Namespace
@@ -116,8 +116,10 @@ class SqliteFileMixin:
         Rows are re-stamped with the new sequence number, so other processes reload their terms.
         """
         with self._translate():
-            if self._index_version(self._conn) == INDEX_TEXT_VERSION:
+            found = self._index_version(self._conn)
+            if found == INDEX_TEXT_VERSION:
                 return
+        check_not_newer("keyword index", found or 0, INDEX_TEXT_VERSION)  # never re-tokenise down
 
         def do(conn: sqlite3.Connection, seq: int) -> None:
             if self._index_version(conn) == INDEX_TEXT_VERSION:  # another process just did it

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memory.backends.sqlite import apply_migrations
-from memory.errors import BackendUnavailable, MemoryBackendError
+from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError
 from memory.namespace import Namespace, ns_key
 from memory.records import MemoryRecord, as_utc, utcnow
 
@@ -51,6 +51,10 @@ MIGRATIONS = [
     CREATE INDEX audit_trash_ns ON audit_trash (namespace)
     """,
 ]
+
+MAX_LIMIT = 2**62  # SQLite integers are 64-bit: a larger LIMIT raised OverflowError
+# What a forgotten or hard-deleted event keeps: its seq, time, action, memory id and actors.
+FORGOTTEN = "forgotten"
 
 ACTIONS = ("search", "add", "merge", "update", "supersede", "skip", "delete", "restore", "evict", "expire",
            "forget_user", "redact")
@@ -96,6 +100,9 @@ class AuditLog:
                 # As for the store: in WAL mode NORMAL cannot corrupt the file; it only skips an
                 # fsync per commit (a power cut may lose the last events, a crash does not).
                 self._conn.execute("PRAGMA synchronous = NORMAL")
+            # Deleted and redacted rows are overwritten with zeros in the file, not just unlinked:
+            # forget-user and hard delete promise the text is gone from the bytes on disk.
+            self._conn.execute("PRAGMA secure_delete = ON")
             self._migrate()
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open the audit log at {self.path!r}: {exc}") from exc
@@ -123,6 +130,8 @@ class AuditLog:
 
     def events(self, *, action: str | None = None, namespace: Namespace | None = None,
                memory_id: str | None = None, limit: int = 100) -> list[AuditEvent]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be an integer from 0 to {MAX_LIMIT}, got {limit!r:.40}")
         where, params = ["1"], []
         if action:
             where.append("action = ?")
@@ -132,8 +141,9 @@ class AuditLog:
             where.append(clause)
             params += p
         if memory_id:
-            where.append("(memory_id = ? OR details LIKE ?)")
-            params += [memory_id, f'%"{memory_id}"%']
+            # Escaped: an id like "%" must match itself, not every event that mentions any id.
+            where.append("(memory_id = ? OR details LIKE ? ESCAPE '\\')")
+            params += [memory_id, f'%"{_like_escape(memory_id)}"%']
         with self._lock:
             rows = self._exec(
                 f"SELECT seq, ts, action, memory_id, namespace, actor, thread_id, run_id, reason, before, after,"
@@ -215,23 +225,139 @@ class AuditLog:
         return [(MemoryRecord.model_validate_json(r[0]), r[1]) for r in rows]
 
     def purge(self, namespace: Namespace) -> dict[str, int]:
-        """Remove every event and trashed memory under a namespace prefix (forget a user)."""
-        clause, params = _ns_prefix_clause(namespace)
+        """Remove every trashed memory under a namespace prefix and redact its events (forget a user)."""
+        n = self.forget_namespaces([namespace])
+        return {"events": n["events"], "trash": n["trash"]}
+
+    def namespaces_with_label(self, label: str, position: int = 1) -> set[Namespace]:
+        """Every namespace the log mentions (events, multi-namespace searches, trash) whose label at
+        ``position`` is ``label`` — also namespaces that no longer hold any memory."""
         with self._lock:
-            ev = self._exec(f"DELETE FROM audit_events WHERE {clause}", params).rowcount
-            tr = self._exec(f"DELETE FROM audit_trash WHERE {clause}", params).rowcount
+            rows = self._exec(
+                "SELECT namespace FROM audit_events WHERE namespace IS NOT NULL"
+                " UNION SELECT namespace FROM audit_trash"
+                " UNION SELECT j.value FROM audit_events AS e, json_each(e.details, '$.namespaces') AS j"
+                " WHERE e.action = 'search' AND json_valid(e.details) AND j.type = 'text'").fetchall()
+        out: set[Namespace] = set()
+        for (key,) in rows:
+            ns = tuple(str(key).split("/"))
+            if len(ns) > position and ns[position] == label:
+                out.add(ns)
+        return out
+
+    def _user_event_seqs(self, namespaces: Iterable[Namespace]) -> list[int]:
+        seqs: set[int] = set()
+        keys = [ns_key(n) for n in namespaces]
+        with self._lock:
+            for ns in namespaces:
+                clause, params = _ns_prefix_clause(ns)
+                seqs.update(r[0] for r in self._exec(f"SELECT seq FROM audit_events WHERE {clause}", params))
+            # A search over several namespaces is one event with a NULL namespace: it is the user's
+            # when any of its namespaces is (its query text is theirs).
+            for i in range(0, len(keys), 500):
+                chunk = keys[i: i + 500]
+                marks = ",".join("?" * len(chunk))
+                seqs.update(r[0] for r in self._exec(
+                    "SELECT DISTINCT e.seq FROM audit_events AS e, json_each(e.details, '$.namespaces') AS j"
+                    f" WHERE e.action = 'search' AND json_valid(e.details) AND j.value IN ({marks})", chunk))
+                for k in chunk:  # prefixes: a search of user_profile/u1/x belongs to user_profile/u1
+                    seqs.update(r[0] for r in self._exec(
+                        "SELECT DISTINCT e.seq FROM audit_events AS e, json_each(e.details, '$.namespaces') AS j"
+                        " WHERE e.action = 'search' AND json_valid(e.details) AND j.value >= ? AND j.value < ?",
+                        (k + "/", k + "0")))
+        return sorted(seqs)
+
+    def _redact(self, seqs: Sequence[int], reason: str, *, keep_namespace: bool) -> int:
+        """Blank the text of events (reason, before, after, details; the namespace too unless kept),
+        keeping seq, time, action, memory id and actors. A search keeps its hit count (stats)."""
+        n = 0
+        ns_sql = "namespace" if keep_namespace else "NULL"
+        with self._lock:
+            for i in range(0, len(seqs), 500):
+                chunk = list(seqs[i: i + 500])
+                n += self._exec(
+                    f"UPDATE audit_events SET namespace = {ns_sql}, reason = ?, before = NULL, after = NULL,"
+                    " details = CASE WHEN action = 'search' AND json_valid(details)"
+                    "   THEN json_object('hits', json_extract(details, '$.hits'), ?, 1)"
+                    "   ELSE json_object(?, 1) END"
+                    f" WHERE seq IN ({','.join('?' * len(chunk))})", (reason, FORGOTTEN, FORGOTTEN, *chunk)).rowcount
+        return n
+
+    def forget_namespaces(self, namespaces: Iterable[Namespace], memory_ids: Iterable[str] = ()) -> dict[str, int]:
+        """Forget a user's namespaces: trashed memories deleted, events redacted (text and namespace
+        gone; seq, time, action and memory id kept), also events of ``memory_ids`` anywhere."""
+        nss = sorted(set(namespaces))
+        ids = set(memory_ids)
+        seqs = set(self._user_event_seqs(nss))
+        tr = 0
+        with self._lock:
+            for ns in nss:
+                clause, params = _ns_prefix_clause(ns)
+                ids.update(r[0] for r in self._exec(f"SELECT memory_id FROM audit_trash WHERE {clause}", params))
+                ids.update(r[0] for r in self._exec(
+                    f"SELECT memory_id FROM audit_events WHERE memory_id IS NOT NULL AND {clause}", params))
+                tr += self._exec(f"DELETE FROM audit_trash WHERE {clause}", params).rowcount
+            seqs.update(self._memory_event_seqs(sorted(ids)))
+        ev = self._redact(sorted(seqs), f"{FORGOTTEN}: forget user", keep_namespace=False)
         return {"events": ev, "trash": tr}
 
-    def residue(self, namespace: Namespace) -> dict[str, int]:
-        clause, params = _ns_prefix_clause(namespace)
+    def _memory_event_seqs(self, ids: Sequence[str]) -> set[int]:
+        seqs: set[int] = set()
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i: i + 500])
+            seqs.update(r[0] for r in self._exec(
+                f"SELECT seq FROM audit_events WHERE memory_id IN ({','.join('?' * len(chunk))})", chunk))
+        return seqs
+
+    def forget_memories(self, ids: Sequence[str], reason: str = "hard delete") -> int:
+        """A hard delete: the memories' text leaves their events and the trash (ids, actions and times
+        stay); an event that superseded one of them loses the old text it kept in ``before``."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return 0
         with self._lock:
-            ev = self._exec(f"SELECT COUNT(*) FROM audit_events WHERE {clause}", params).fetchone()[0]
+            seqs = self._memory_event_seqs(ids)
+            n = self._redact(sorted(seqs), f"{FORGOTTEN}: {reason}", keep_namespace=True)
+            for i in range(0, len(ids), 500):
+                chunk = ids[i: i + 500]
+                marks = ",".join("?" * len(chunk))
+                self._exec(f"DELETE FROM audit_trash WHERE memory_id IN ({marks})", chunk)
+                self._exec(
+                    "UPDATE audit_events SET before = NULL WHERE seq IN (SELECT DISTINCT e.seq FROM audit_events AS e,"
+                    " json_each(e.details, '$.superseded') AS j WHERE json_valid(e.details)"
+                    f" AND j.value IN ({marks}))", chunk)
+        return n
+
+    def residue(self, namespace: Namespace) -> dict[str, int]:
+        """What the log still holds of a namespace: events naming it (or searching it) with their
+        text, and trashed memories."""
+        clause, params = _ns_prefix_clause(namespace)
+        seqs = self._user_event_seqs([namespace])
+        with self._lock:
             tr = self._exec(f"SELECT COUNT(*) FROM audit_trash WHERE {clause}", params).fetchone()[0]
+            ev = 0
+            for i in range(0, len(seqs), 500):
+                chunk = seqs[i: i + 500]
+                ev += self._exec(
+                    f"SELECT COUNT(*) FROM audit_events WHERE seq IN ({','.join('?' * len(chunk))})"
+                    " AND NOT (reason IS NOT NULL AND reason LIKE 'forgotten:%' AND before IS NULL AND after IS NULL)",
+                    chunk).fetchone()[0]
         return {"audit_events": ev, "trash": tr}
+
+    def scrub(self) -> None:
+        """Checkpoint and truncate the WAL, so frames holding deleted text leave the disk too."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            self._exec("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _dumps(obj: Any) -> str | None:

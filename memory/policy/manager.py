@@ -14,10 +14,12 @@ import numpy as np
 
 from memory import scoring
 from memory.errors import InvalidInput, NotFound
+from memory.filters import validate_filter
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
-from memory.policy.llm_judge import LLMJudge
+from memory.policy.forget import ForgetReport, forget_user, scrub
 from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict
+from memory.policy.llm_judge import LLMJudge
 from memory.policy.paraphrase import get_paraphrase_scorer
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
@@ -28,11 +30,18 @@ from memory.records import (
     MemoryQuery,
     MemoryRecord,
     SearchHit,
-    as_utc,
+    as_now,
     record_to_dict,
-    utcnow,
 )
-from memory.service import MemoryService, NewMemory, _metadata
+from memory.service import (
+    MemoryService,
+    NewMemory,
+    _metadata,
+    check_content_size,
+    check_id,
+    check_ids,
+    clean_content,
+)
 from memory.settings import MemorySettings
 
 log = logging.getLogger(__name__)
@@ -59,18 +68,6 @@ class WriteResult:
     superseded: tuple[str, ...] = ()
     redactions: dict[str, int] = field(default_factory=dict)
     evicted: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ForgetReport:
-    user_id: str
-    namespaces: tuple[str, ...]
-    deleted: int
-    residue: dict[str, int]
-
-    @property
-    def clean(self) -> bool:
-        return all(v == 0 for v in self.residue.values())
 
 
 def _touch_meta(meta: MemoryMetadata, incoming: MemoryMetadata, now: datetime) -> MemoryMetadata:
@@ -194,7 +191,8 @@ class MemoryManager:
         reason: str | None = None,
     ) -> WriteResult:
         """Write with PII redaction, dedupe and conflict merge, TTL and capacity."""
-        now = as_utc(now) if now is not None else utcnow()
+        now = as_now(now)
+        check_content_size(content, self.settings.max_content_chars)  # before the PII regexes run
         actor = actor or Actor()
         ns = parse_namespace(namespace)
         meta = _metadata(metadata)
@@ -353,7 +351,7 @@ class MemoryManager:
 
     def sweep(self, now: datetime | None = None) -> int:
         """Hard-delete expired memories everywhere; each one is audited."""
-        now = as_utc(now) if now is not None else utcnow()
+        now = as_now(now)
         total = 0
         roots = {ns[:1] for ns, _ in self.service.backend.namespaces()}
         for root in roots:
@@ -379,7 +377,7 @@ class MemoryManager:
         now: datetime | None = None,
     ) -> list[SearchHit]:
         """Search, drop weak tail hits (relative to the best), audit the search."""
-        now = as_utc(now) if now is not None else utcnow()
+        now = as_now(now)
         hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now)
         if hits and self.policy.relative_cut > 0:
             best = max(h.breakdown.sim for h in hits)
@@ -402,7 +400,9 @@ class MemoryManager:
     # ------------------------------------------------------------------ update / delete
     def update(self, id: str, content: str | None = None, metadata: Mapping[str, Any] | None = None, *,
                actor: Actor | None = None, reason: str = "explicit update", now: datetime | None = None) -> MemoryRecord:
-        now = as_utc(now) if now is not None else utcnow()
+        now = as_now(now)
+        if content is not None:  # validated before the PII regexes run on it
+            content = clean_content(content, self.settings.max_content_chars)
         old = self.service.get(id)
         if content is not None and self.policy.pii_redaction:
             content = redact(content).text
@@ -416,26 +416,27 @@ class MemoryManager:
     def delete(self, ids: str | Sequence[str], *, hard: bool = False, actor: Actor | None = None,
                reason: str = "explicit delete", now: datetime | None = None) -> int:
         """Soft delete (default) keeps a restorable copy in the trash; hard delete keeps nothing."""
-        now = as_utc(now) if now is not None else utcnow()
-        id_list = [ids] if isinstance(ids, str) else list(ids)
-        if not id_list:
-            raise InvalidInput("delete needs at least one id")
+        now = as_now(now)
+        id_list = check_ids(ids)
         found = self.service.backend.get(id_list)
         n = self.service.backend.delete(id_list)
         actor = actor or Actor()
+        if hard:  # the text leaves the audit log, the trash and the file's free pages too
+            self.audit.forget_memories([r.id for r in found])
         for r in found:
-            if hard:
-                self.audit.trash_remove(r.id)
-            else:
+            if not hard:
                 self.audit.trash_put(r, "deleted", reason, now)
             self.audit.record(AuditEvent("delete", r.id, ns_key(r.namespace), actor.agent, actor.thread_id, actor.run_id,
                                          f"{'hard' if hard else 'soft'}: {reason}",
                                          None if hard else record_to_dict(r), None, {"hard": hard}, ts=now))
+        if hard and found:
+            scrub(self.service.backend, self.audit)
         return n
 
     def delete_where(self, namespace: NamespaceLike, filter: Mapping[str, Any] | None = None, *, hard: bool = False,
                      actor: Actor | None = None, reason: str = "delete by filter", now: datetime | None = None) -> int:
         ns = parse_namespace(namespace)
+        validate_filter(filter)  # a non-dict filter raised TypeError from dict() below
         records = self.service.backend.scroll(ns, filter=dict(filter) if filter else None, limit=10_000_000)
         if not records:
             return 0
@@ -443,8 +444,8 @@ class MemoryManager:
 
     def restore(self, id: str, *, actor: Actor | None = None, now: datetime | None = None) -> MemoryRecord:
         """Bring back a soft-deleted, superseded or evicted memory (same id, re-embedded)."""
-        now = as_utc(now) if now is not None else utcnow()
-        got = self.audit.trash_get(id)
+        now = as_now(now)
+        got = self.audit.trash_get(check_id(id))
         if got is None:
             raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
         rec, kind = got
@@ -456,39 +457,16 @@ class MemoryManager:
                                      f"restored from {kind}", None, record_to_dict(rec), ts=now))
         return rec
 
-    def forget_user(self, user_id: str, *, actor: Actor | None = None, now: datetime | None = None) -> ForgetReport:
-        """Remove every memory, trashed copy and audit row of one user; prove it with counts.
+    def forget_user(self, user_id: str, *, position: int = 1, actor: Actor | None = None,
+                    now: datetime | None = None) -> ForgetReport:
+        """Remove every memory, trashed copy and audit text of one user; prove it with counts.
 
-        A user's namespaces are those with ``user_id`` as a label after the first
-        (``user_profile/u1``, ``text2sql_memories/u1``, ``domain_facts/u1/x`` ...).
+        A user's namespaces are those with ``user_id`` as the label at ``position`` (default 1:
+        ``user_profile/u1``, ``text2sql_memories/u1``, ``memories/u1/preferences`` ...); see
+        :mod:`memory.policy.forget` for what is removed and what the audit log keeps.
         """
-        if not isinstance(user_id, str) or not user_id or "/" in user_id:
-            raise InvalidInput("user_id must be a non-empty label without '/'")
-        now = as_utc(now) if now is not None else utcnow()
-        targets = sorted({ns for ns, _ in self.service.backend.namespaces() if user_id in ns[1:]})
-        trash_ns = {r.namespace for r, _ in self.audit.trash_list(None, limit=1_000_000) if user_id in r.namespace[1:]}
-        deleted = 0
-        for ns in targets:
-            deleted += self.service.backend.delete(namespace=ns)
-        residue: dict[str, int] = {"rows": 0, "vectors": 0, "keyword_entries": 0, "audit_events": 0, "trash": 0}
-        for ns in sorted(set(targets) | trash_ns):
-            self.audit.purge(ns)
-        for ns in sorted(set(targets) | trash_ns):
-            res = self.audit.residue(ns)
-            residue["audit_events"] += res["audit_events"]
-            residue["trash"] += res["trash"]
-            backend_residue = getattr(self.service.backend, "residue", None)
-            if callable(backend_residue):
-                for k, v in backend_residue(ns).items():
-                    residue[k] = residue.get(k, 0) + v
-            else:
-                residue["rows"] += self.service.backend.count(ns, include_expired=True)  # type: ignore[call-arg]
-        actor = actor or Actor()
-        # One event without content survives, so the deletion itself is auditable.
-        self.audit.record(AuditEvent("forget_user", None, None, actor.agent, actor.thread_id, actor.run_id,
-                                     f"forget user (deleted {deleted})",
-                                     details={"namespaces_count": len(targets), "deleted": deleted}, ts=now))
-        return ForgetReport(user_id, tuple(ns_key(n) for n in targets), deleted, residue)
+        return forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
+                           now=as_now(now))
 
     def close(self) -> None:
         self.service.close()

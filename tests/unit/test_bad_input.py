@@ -443,7 +443,7 @@ def test_search_bad_arguments(svc, settings, kwargs, hints):
 
 
 def test_list_with_negative_limit(svc, settings):
-    check_bad(svc, settings, InvalidInput, lambda: svc.list("user_profile", limit=-1), ">= 0")
+    check_bad(svc, settings, InvalidInput, lambda: svc.list("user_profile", limit=-1), "integer from 0 to")
 
 
 # ---------------------------------------------------------------------------- model / schema
@@ -518,3 +518,144 @@ def test_snapshot_detects_a_real_change(svc, settings):
     after = snapshot(svc)
     assert after["count"] == before["count"] + 1 and after != before
     assert after["index"] == tuple(n + 1 for n in before["index"])
+
+
+# ---------------------------------------------------------------------------- boundary (issue 12)
+def _manager(svc: MemoryService, settings: MemorySettings) -> Any:
+    from memory.policy.audit import AuditLog
+    from memory.policy.manager import MemoryManager
+
+    return MemoryManager(svc, AuditLog(settings.path), settings)
+
+
+BAD_TIMES = [
+    pytest.param(1e18, id="epoch-1e18"), pytest.param(-1e18, id="epoch-minus-1e18"),
+    pytest.param(float("nan"), id="nan"), pytest.param(float("inf"), id="inf"), pytest.param("nan", id="nan-str"),
+    pytest.param(datetime(9990, 1, 1, tzinfo=UTC), id="year-9990"), pytest.param([2025], id="list"),
+]
+
+
+@pytest.mark.parametrize("bad", BAD_TIMES)
+def test_bad_now_everywhere_is_invalid_input(svc, settings, bad):
+    """OverflowError (far-future now + TTL), OSError errno 75 and a plain ValueError for NaN escaped."""
+    mm = _manager(svc, settings)
+    calls = [lambda: svc.write("a new fact", "user_profile/u1", now=bad),
+             lambda: svc.write("a new fact", "user_profile/u1", ttl_days=36_500, now=bad),
+             lambda: svc.search(QUERY, "user_profile/u1", now=bad),
+             lambda: svc.update("m-chart", "User prefers line charts", now=bad),
+             lambda: mm.remember("a new fact", "user_profile/u1", now=bad),
+             lambda: mm.recall(QUERY, "user_profile/u1", now=bad),
+             lambda: mm.sweep(now=bad),
+             lambda: mm.delete("m-chart", now=bad),
+             lambda: mm.forget_user("u1", now=bad)]
+    for call in calls:
+        check_bad(svc, settings, InvalidInput, call, "timestamp")
+
+
+@pytest.mark.parametrize("value", [1e20, -1e18, float("inf"), "9999999-01-01", datetime.max])
+@pytest.mark.parametrize("key", ["created_at", "expires_at"])
+def test_out_of_range_time_filters_are_invalid_filter(svc, settings, key, value):
+    check_bad(svc, settings, InvalidFilter, lambda: svc.search(QUERY, "user_profile", filter={key: {"$gt": value}}),
+              key)
+    check_bad(svc, settings, InvalidFilter, lambda: svc.list("user_profile", filter={key: {"$lte": value}}), key)
+
+
+@pytest.mark.parametrize("meta", [{"extra": {"score": float("nan")}}, {"ratio": float("inf")},
+                                  {"extra": {"deep": [1.0, {"x": float("-inf")}]}}])
+def test_nan_or_infinite_metadata_is_rejected_not_stored_as_null(svc, settings, meta):
+    check_bad(svc, settings, InvalidInput, lambda: svc.write("a new fact", "user_profile/u1", meta), "NaN or infinite")
+    check_bad(svc, settings, InvalidInput, lambda: svc.update("m-chart", None, meta), "NaN or infinite")
+
+
+@pytest.mark.parametrize(("call", "hint"), [
+    (lambda s: s.list("user_profile", limit=10**30), "limit"),
+    (lambda s: s.list("user_profile", offset=10**30), "offset"),
+    (lambda s: s.search(QUERY, "user_profile", top_k=10**30), "top_k"),
+])
+def test_huge_counts_are_invalid_input_not_overflow(svc, settings, call, hint):
+    check_bad(svc, settings, InvalidInput, lambda: call(svc), hint)
+
+
+def test_audit_limit_beyond_sqlite_integers_is_invalid_input(svc, settings):
+    mm = _manager(svc, settings)
+    check_bad(svc, settings, InvalidInput, lambda: mm.audit.events(limit=10**23), "limit")
+
+
+def test_explicit_id_of_another_namespace_does_not_move_the_memory(svc, settings):
+    """write("x", "user_profile/u12", id=<an id of u1>) moved u1's memory into u12."""
+    exc = check_bad(svc, settings, InvalidInput, lambda: svc.write("moved?", "user_profile/u12", id="m-chart"),
+                    "another namespace")
+    assert "user_profile/u1" not in str(exc)  # the other namespace is not disclosed
+    check_bad(svc, settings, InvalidInput, lambda: svc.write_many(
+        [NewMemory("a", "user_profile/u1", id="dup"), NewMemory("b", "user_profile/u12", id="dup")]), "twice")
+    # Its own namespace: replacing is still allowed.
+    assert svc.write("User prefers bar charts, always", "user_profile/u1", id="m-chart").content.endswith("always")
+
+
+@pytest.mark.parametrize("length", [129, 300])
+def test_ids_over_128_characters_are_rejected_not_truncated(svc, settings, length):
+    long_id = "m-chart" + "x" * (length - 7)
+    check_bad(svc, settings, InvalidInput, lambda: svc.write("a new fact", "user_profile/u1", id=long_id), "128")
+
+
+def test_oversized_input_fails_before_any_work(svc, settings):
+    """A 1M-character query ran 68 s; a 10 MB remember was refused only after seconds of PII regexes."""
+    import time
+
+    mm = _manager(svc, settings)
+    t0 = time.perf_counter()
+    check_bad(svc, settings, InvalidContent, lambda: svc.search("word " * 200_000, "user_profile"), "max_content_chars")
+    check_bad(svc, settings, InvalidContent, lambda: mm.recall("word " * 200_000, "user_profile"), "max_content_chars")
+    check_bad(svc, settings, InvalidContent, lambda: mm.remember("4111 1111 1111 1111 call 13812345678 " * 280_000,
+                                                                 "user_profile/u1"), "max_content_chars")
+    check_bad(svc, settings, InvalidContent, lambda: mm.update("m-chart", "4111 1111 1111 1111 " * 600_000),
+              "max_content_chars")
+    # Generous for a loaded 2-core host: the checks above take milliseconds, the old path seconds.
+    assert time.perf_counter() - t0 < 5.0
+
+
+@pytest.mark.parametrize(("table", "kind"), [("schema_migrations", "schema"), ("audit_migrations", "audit"),
+                                             ("meta", "keyword index")])
+def test_store_from_a_newer_version_is_refused(settings, table, kind):
+    import sqlite3
+
+    from memory.policy.audit import AuditLog
+
+    con = sqlite3.connect(settings.path)
+    if table == "meta":
+        AuditLog(settings.path).close()
+        con.execute("UPDATE meta SET value = '99' WHERE key = 'index_text_version'")
+    else:
+        if table == "audit_migrations":
+            AuditLog(settings.path).close()
+        con.execute(f"INSERT INTO {table} (version) VALUES (99)")
+    con.commit()
+    rows = con.execute("SELECT id, content FROM memories ORDER BY id").fetchall()
+    fts = con.execute("SELECT rowid, terms FROM memories_fts ORDER BY rowid").fetchall()
+    con.close()
+    with pytest.raises(SchemaMismatch, match="newer version"):
+        if table == "audit_migrations":
+            AuditLog(settings.path)
+        else:
+            MemoryService.from_settings(settings)
+    con = sqlite3.connect(settings.path)
+    assert con.execute("SELECT id, content FROM memories ORDER BY id").fetchall() == rows
+    assert con.execute("SELECT rowid, terms FROM memories_fts ORDER BY rowid").fetchall() == fts  # not re-tokenised
+    con.close()
+
+
+def test_store_adapter_rejects_nan_values_and_huge_limits(settings):
+    from memory.store import MemoryStore
+
+    store = MemoryStore(path=settings.path)
+    try:
+        with pytest.raises(InvalidContent, match="NaN or infinite"):
+            store.put(("memories", "u1"), "k", {"score": float("nan")})
+        assert store.get(("memories", "u1"), "k") is None
+        for kwargs in ({"limit": 10**30}, {"offset": 10**30}):
+            with pytest.raises(InvalidInput, match="must be an integer"):
+                store.search(("memories",), **kwargs)
+        with pytest.raises(InvalidContent, match="max_content_chars"):
+            store.search(("memories",), query="word " * 200_000)
+    finally:
+        store.close()

@@ -1,0 +1,77 @@
+"""``memctl`` on bad arguments: one ``error:`` line and exit code 2, never a traceback, and read
+commands never create a store. In-process through Typer's CliRunner (no subprocess start-up)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memctl.cli import app
+from memory import MemorySettings
+from memory.service import MemoryService
+
+BAD = "u\udcff7"  # what Python makes of the undecodable byte 0xff in an argument (PEP 383)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    for k in [k for k in os.environ if k.startswith("MEMORY_")]:
+        os.environ.pop(k)
+    path = tmp_path_factory.mktemp("cli") / "m.sqlite"
+    with MemoryService.from_settings(MemorySettings(path=str(path))) as svc:
+        rid = svc.write("Prefers bar charts", "user_profile/u1").id
+    yield path, rid
+
+
+def _run(path: Path | str, *args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["--path", str(path), *args])
+    assert not isinstance(res.exception, Exception) or isinstance(res.exception, SystemExit), (
+        f"{args}: {type(res.exception).__name__}: {res.exception}")
+    return res.exit_code, res.output
+
+
+@pytest.mark.parametrize("args", [
+    ["get", BAD], ["delete", BAD], ["restore", BAD], ["search", BAD, "--ns", "user_profile/u1"],
+    ["forget-user", BAD, "--yes"], ["history", BAD], ["list", "--ns", f"user_profile/{BAD}"],
+    ["add", "x", "--ns", "user_profile/u1", "--id", BAD],
+])
+def test_undecodable_arguments_get_a_clear_error(store: tuple[Path, str], args: list[str]) -> None:
+    path, rid = store
+    code, out = _run(path, *args)
+    assert code == 2, out
+    assert "error:" in out and "Traceback" not in out
+    assert "not valid text" in out or "control or invisible" in out, out
+    code, out = _run(path, "get", rid)
+    assert code == 0 and "Prefers bar charts" in out  # nothing changed
+
+
+@pytest.mark.parametrize("args", [["audit", "--limit", "99999999999999999999999"],
+                                  ["list", "--ns", "user_profile", "--limit", "99999999999999999999999"],
+                                  ["list", "--ns", "user_profile", "--offset", "-1"]])
+def test_huge_limits_get_a_clear_error(store: tuple[Path, str], args: list[str]) -> None:
+    code, out = _run(store[0], *args)
+    assert code == 2 and "must be an integer from 0 to" in out, out
+
+
+@pytest.mark.parametrize("args", [["stats"], ["list", "--ns", "user_profile"], ["get", "abc"],
+                                  ["search", "charts", "--ns", "user_profile/u1"], ["audit"], ["history", "abc"],
+                                  ["export", "--ns", "user_profile", "--out", "OUT"]])
+def test_read_commands_never_create_a_store(tmp_path: Path, args: list[str]) -> None:
+    path = tmp_path / "nonexistent" / "dir" / "x.sqlite"
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    code, out = _run(path, *args)
+    assert code == 2 and "no memory store at" in out, out
+    assert not path.parent.parent.exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_add_id_of_another_namespace_is_refused(store: tuple[Path, str]) -> None:
+    path, rid = store
+    code, out = _run(path, "add", "moved?", "--ns", "user_profile/u12", "--id", rid)
+    assert code == 2 and "already used by a memory in another namespace" in out, out
+    code, out = _run(path, "get", rid, "--json")
+    assert '"namespace": "user_profile/u1"' in out and "Prefers bar charts" in out
