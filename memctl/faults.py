@@ -221,17 +221,27 @@ def concurrent_writers(workdir: Path, *, procs: int = 4, per_proc: int = 2500,
 
 
 # ---------------------------------------------------------------------- dedupe race
-def dedupe_texts(n: int) -> list[str]:
-    """``n`` distinct zh/en statements (distinct facts: the judge must keep each once)."""
-    subjects = ["tea", "coffee", "reports", "dashboards", "the weekly meeting", "SQL style", "chart colours",
-                "currency units", "time zones", "file names"]
-    out = []
-    for i in range(n):
-        if i % 2:
-            out.append(f"用户偏好 {i} 号：{subjects[i % len(subjects)]} 相关的设置是选项 {i * 7 % 101}")
-        else:
-            out.append(f"Preference {i}: for {subjects[i % len(subjects)]} the user picked option {i * 7 % 101}")
-    return out
+def dedupe_texts(n: int, mm: Any) -> list[str]:
+    """``n`` statements the write policy keeps apart: the first texts of the dedupe dev set
+    ("existing" side, zh and en) that a serial pass through ``mm`` stores as "added" (so any
+    row beyond ``n`` after the race is a duplicate the race let through)."""
+    data = Path(__file__).resolve().parent.parent / "tests" / "data" / "dedupe_dev.jsonl"
+    if data.exists():
+        pool = list(dict.fromkeys(json.loads(line)["existing"] for line in data.read_text().splitlines() if line))
+    else:  # an installed package without the test data: generated statements about distinct people
+        names = ["Alice", "Bao", "Chen Wei", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal"]
+        things = ["sales dashboard", "churn model", "SQL style guide", "weekly KPI email", "Q3 forecast",
+                  "warehouse migration", "pricing experiment", "ETL alerts", "board deck", "data catalog"]
+        pool = [f"{a} is responsible for the {t}" for a in names for t in things]
+    kept: list[str] = []
+    for text in pool:
+        if len(kept) >= n:
+            break
+        if mm.remember(text, "user_profile/serial").status == "added":
+            kept.append(text)
+    if len(kept) < n:
+        raise ValueError(f"only {len(kept)} distinct statements available; ask for at most that many")
+    return kept
 
 
 def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100) -> dict[str, Any]:
@@ -240,7 +250,8 @@ def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100) -> dict[str,
     from memory.settings import MemorySettings
 
     path = workdir / "dedupe.sqlite"
-    all_texts = dedupe_texts(texts)
+    with MemoryManager.from_settings(MemorySettings(path=str(workdir / "dedupe-serial.sqlite"))) as mm:
+        all_texts = dedupe_texts(texts, mm)
     with MemoryManager.from_settings(MemorySettings(path=str(path))):
         pass  # schema created once
     go = workdir / "dedupe.go"

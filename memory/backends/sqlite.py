@@ -103,17 +103,27 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        self._upsert(records, vectors, None)
+
+    def _upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray,
+                guard: tuple[Namespace, int] | None) -> tuple[bool, list[MemoryRecord], int]:
+        """Upsert; with ``guard=(ns, since)`` only if no row of ``ns`` changed after sequence
+        ``since`` (see :meth:`SqliteFileMixin.upsert_if_unchanged`)."""
         # Validated before anything is written (a queued write must be one the primary accepts).
         records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
         if not records:
-            return
+            return True, [], self._applied_seq
 
         # Tokenized and encoded before the write lock is taken: other processes wait on that
         # lock, so only SQL runs while it is held.
         terms_of = [fts_document(index_text(r)) for r in records]
         nsterms_of = [ns_terms(r.namespace) for r in records]
 
-        def do(conn: sqlite3.Connection, seq: int) -> None:
+        def do(conn: sqlite3.Connection, seq: int) -> tuple[bool, list[MemoryRecord], int]:
+            if guard is not None:
+                changed = self._changed_since(conn, guard[0], guard[1])
+                if changed:
+                    return False, changed, seq
             for r, v, terms, nsterms in zip(records, vecs, terms_of, nsterms_of, strict=True):
                 rid = conn.execute(
                     """INSERT INTO memories (id, ns, content, metadata, type, created_at, updated_at,
@@ -138,8 +148,9 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
                 self._index.add(rid, r.namespace, v)
                 self._index_terms(rid, r.namespace, terms.split())
                 self._records.pop(rid, None)
+            return True, [], seq
 
-        self._write(do)
+        return self._write(do)
 
     def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
         ids = list(ids)

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -32,7 +32,7 @@ from memory.errors import (
     StoreFull,
     StoreReadOnly,
 )
-from memory.namespace import Namespace
+from memory.namespace import Namespace, ns_key
 from memory.records import INDEX_TEXT_VERSION, MemoryRecord, index_text
 from memory.text import fts_document
 
@@ -171,6 +171,37 @@ class SqliteFileMixin:
         except sqlite3.Error as exc:
             self._reset_indexes()
             log.warning("index reload after a failed write on %r failed: %s", self.path, exc)
+
+    # ------------------------------------------------------------------ compare-and-write
+    # The write policy reads a namespace's neighbours, judges them, then inserts. Two processes
+    # remembering the same text at once both read "no neighbour" and both inserted (4 processes
+    # x the same 100 texts stored 326 rows). The insert is therefore made conditional: it only
+    # happens if no row of the namespace changed since the read, checked inside the write
+    # transaction; otherwise the rows written meanwhile go back to the caller to be judged.
+    CHANGED_MAX = 64
+
+    def change_marker(self) -> int:
+        """The file's write sequence number now: pass it to :meth:`upsert_if_unchanged`."""
+        with self._lock, self._translate():
+            self._check_open()
+            return int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def upsert_if_unchanged(self, records: Sequence[MemoryRecord], vectors: np.ndarray, *,
+                            namespace: Namespace, since: int) -> tuple[bool, list[MemoryRecord], int]:
+        """Upsert ``records`` unless a row of exactly ``namespace`` changed after ``since``.
+
+        Returns:
+            (written, changed, marker): when not written, ``changed`` holds the rows of the
+            namespace written since ``since`` (at most CHANGED_MAX, newest first; unexpired) and
+            ``marker`` is the sequence they were read at, to pass to the next try.
+        """
+        return self._upsert(records, vectors, (namespace, since))  # type: ignore[attr-defined,no-any-return]
+
+    def _changed_since(self, conn: sqlite3.Connection, ns: Namespace, since: int) -> list[MemoryRecord]:
+        rows = conn.execute(
+            f"SELECT {COLS} FROM memories WHERE ns = ? AND seq > ? AND (expires_at IS NULL OR expires_at > ?)"
+            " ORDER BY seq DESC LIMIT ?", (ns_key(ns), since, time.time(), self.CHANGED_MAX)).fetchall()
+        return [row_to_record(r) for r in rows]
 
     def _migrate(self) -> None:
         with self._translate():
