@@ -16,7 +16,10 @@ never need to import a driver to handle a failure::
     ├── NotFound (KeyError)          no memory with that id
     └── MemoryBackendError           the storage layer failed
         ├── BackendUnavailable       transient: retrying later may succeed
-        └── SchemaMismatch           the store was built for another embedding model / dimension
+        ├── SchemaMismatch           the store was built for another embedding model / dimension
+        ├── StoreReadOnly            the store file cannot be written (permissions, read-only mount)
+        ├── StoreCorrupt             the store file is damaged or not a store at all
+        └── StoreFull                the disk (or a size limit) is full; nothing was written
 
 The name ``MemoryLayerError`` is deliberate: ``MemoryError`` is a Python builtin.
 """
@@ -67,6 +70,18 @@ class SchemaMismatch(MemoryBackendError):
     """The store was created for a different embedding model or vector dimension."""
 
 
+class StoreReadOnly(MemoryBackendError):
+    """The store file cannot be written: its permissions, directory or mount are read-only."""
+
+
+class StoreCorrupt(MemoryBackendError):
+    """The store file is damaged (or not a store). Restore it from a backup; nothing was written."""
+
+
+class StoreFull(MemoryBackendError):
+    """The disk or a size limit is full. The failed write was rolled back; free space and retry."""
+
+
 __all__ = [
     "BackendUnavailable",
     "InvalidConfig",
@@ -78,4 +93,7 @@ __all__ = [
     "MemoryLayerError",
     "NotFound",
     "SchemaMismatch",
+    "StoreCorrupt",
+    "StoreFull",
+    "StoreReadOnly",
 ]

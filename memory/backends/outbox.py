@@ -5,8 +5,10 @@ replayed in order once the primary answers again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -20,7 +22,7 @@ import numpy as np
 
 from memory.backend import MemoryBackend
 from memory.errors import BackendUnavailable
-from memory.namespace import Namespace
+from memory.namespace import Namespace, ns_key
 from memory.records import MemoryRecord
 
 # The resilient wrapper's logger: operators see outbox and wrapper events in one place.
@@ -34,6 +36,31 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, set | frozenset | tuple):
         return list(o)
     raise TypeError(f"cannot store {type(o).__name__} in the outbox")
+
+
+def _private_file(path: str) -> None:
+    """Create the outbox owner-only (0600) before SQLite opens it: queued ops hold memory text.
+
+    SQLite gives the -wal and -shm files the main file's permissions. An existing outbox of
+    ours is tightened too.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o600))
+    for f in (p, Path(f"{p}-wal"), Path(f"{p}-shm")):
+        try:
+            if f.exists() and f.stat().st_mode & 0o077:
+                f.chmod(0o600)
+        except OSError as exc:  # not ours (e.g. a shared outbox): leave it, say so
+            log.warning("cannot make the outbox file %s private: %s", f, exc)
+
+
+def idempotency_key(records: Sequence[MemoryRecord]) -> str:
+    """Key of an upsert's content: namespaces and whitespace/case-normalised texts."""
+    h = hashlib.blake2b(digest_size=16)
+    for r in sorted(records, key=lambda r: (ns_key(r.namespace), r.content)):
+        h.update(ns_key(r.namespace).encode() + b"\0" + " ".join(r.content.split()).casefold().encode() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +93,13 @@ class Outbox:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False,
                                      isolation_level=None)
+        # Queued ops hold memory text: overwrite it on disk when an op is removed (replayed),
+        # rather than leave it in free pages.
+        self._conn.execute("PRAGMA secure_delete = ON")
         if self.path != ":memory:":
             self._conn.execute("PRAGMA journal_mode = WAL")
             # FULL: an acknowledged write must survive a power cut, not only a crash.
@@ -88,11 +119,37 @@ class Outbox:
             );
             """
         )
+        cols = {r[1] for r in self._conn.execute("PRAGMA table_info(ops)")}
+        if "idem" not in cols:  # outboxes written before idempotency keys existed
+            self._conn.execute("ALTER TABLE ops ADD COLUMN idem TEXT")
+            self._conn.execute("ALTER TABLE ops ADD COLUMN ids TEXT")
+        self._conn.execute("CREATE INDEX IF NOT EXISTS ops_idem ON ops (idem)")
 
     def append_upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> int:
+        """Queue an upsert; returns its seq. A retry of a pending upsert is not queued twice.
+
+        The idempotency key is the records' namespaces and normalised contents. A pending op
+        with the same key but other ids is the same memory written again under a new id (a
+        caller that retried): its seq is returned and nothing is added, so the replay stores
+        the memory once. Same ids means an update of those records: it is queued (order kept).
+        """
         vecs = np.ascontiguousarray(vectors, dtype="<f4")
         body = json.dumps({"records": [r.model_dump(mode="json") for r in records], "dim": int(vecs.shape[1])})
-        return self._append("upsert", body, vecs.tobytes())
+        key = idempotency_key(records)
+        ids = json.dumps([r.id for r in records])
+        with self._lock:
+            row = self._conn.execute("SELECT seq, ids FROM ops WHERE idem = ? AND kind = 'upsert'"
+                                     " ORDER BY seq DESC LIMIT 1", (key,)).fetchone()
+            if row is not None and row[1] != ids:
+                log.info("outbox: upsert %s is a retry of pending op %s; not queued twice", ids, row[0])
+                return int(row[0])
+            return self._append("upsert", body, vecs.tobytes(), key, ids)
+
+    def ids_of(self, seq: int) -> list[str]:
+        """The record ids of a pending upsert (empty when it is gone or not an upsert)."""
+        with self._lock:
+            row = self._conn.execute("SELECT ids FROM ops WHERE seq = ?", (seq,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else []
 
     def append_delete(self, ids: Sequence[str] | None, namespace: Namespace | None,
                       filter: dict[str, Any] | None) -> int:
@@ -101,11 +158,12 @@ class Outbox:
                            "filter": filter}, default=_json_default)
         return self._append("delete", body, None)
 
-    def _append(self, kind: str, body: str, blob: bytes | None) -> int:
+    def _append(self, kind: str, body: str, blob: bytes | None, idem: str | None = None,
+                ids: str | None = None) -> int:
         with self._lock:
             cur = self._conn.execute(
-                "INSERT INTO ops (kind, body, vectors, created_at) VALUES (?, ?, ?, ?)",
-                (kind, body, blob, time.time()),
+                "INSERT INTO ops (kind, body, vectors, created_at, idem, ids) VALUES (?, ?, ?, ?, ?, ?)",
+                (kind, body, blob, time.time(), idem, ids),
             )
             return int(cur.lastrowid or 0)
 
@@ -148,6 +206,25 @@ class Outbox:
         Returns:
             (applied, dead-lettered) counts.
         """
+        try:
+            return self._drain(apply, may_start)
+        finally:
+            self._purge_if_empty()
+
+    def _purge_if_empty(self) -> None:
+        """Once the queue is empty, fold the WAL into the file and truncate it, so replayed
+        memory text (already zeroed in the file by secure_delete) is gone from the WAL too."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            try:
+                if self._conn.execute("SELECT 1 FROM ops LIMIT 1").fetchone() is None:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # best effort: another process may hold the file
+                log.info("outbox WAL not truncated yet: %s", exc)
+
+    def _drain(self, apply: Callable[[OutboxOp], None],
+               may_start: Callable[[], bool] | None) -> tuple[int, int]:
         applied = dead = 0
         while may_start is None or may_start():
             with self._lock:
@@ -187,4 +264,4 @@ class Outbox:
             self._conn.close()
 
 
-__all__ = ["Outbox", "OutboxOp"]
+__all__ = ["Outbox", "OutboxOp", "idempotency_key"]

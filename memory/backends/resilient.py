@@ -122,6 +122,7 @@ class ResilientBackend(AsyncMixin):
         self.cooldown_s = retry_max_s if cooldown_s is None else cooldown_s
         self.outbox = Outbox(outbox_path, busy_timeout_s=max(30.0, 2 * attempt_timeout_s))
         self._wlock = threading.RLock()  # one writer at a time: keeps outbox and primary in order
+        self._local = threading.local()  # per thread: was this thread's last upsert queued?
         self._down_until = 0.0
         self._closed = False
         # Observable degradation, for operators and tests.
@@ -142,6 +143,17 @@ class ResilientBackend(AsyncMixin):
     @property
     def outbox_pending(self) -> int:
         return len(self.outbox)
+
+    @property
+    def last_write_queued(self) -> bool:
+        """Whether this thread's last upsert went to the outbox (the primary was down)."""
+        return bool(getattr(self._local, "queued", False))
+
+    @property
+    def last_queued_ids(self) -> list[str]:
+        """The ids the outbox holds for this thread's last queued upsert. They differ from the
+        upsert's ids when it was a retry of a pending write (stored once, under the first ids)."""
+        return list(getattr(self._local, "queued_ids", []))
 
     @property
     def primary_down(self) -> bool:
@@ -254,10 +266,21 @@ class ResilientBackend(AsyncMixin):
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
         # Validated before anything is written (a queued write must be one the primary accepts).
         records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
+        self._local.queued, self._local.queued_ids = False, []
         if not records:
             return
-        self._write(lambda: self.primary.upsert(records, vecs),
-                    lambda: self.outbox.append_upsert(records, vecs), f"upsert of {len(records)}")
+        queued_seq: list[int] = []
+
+        def enqueue() -> int:
+            queued_seq.append(self.outbox.append_upsert(records, vecs))
+            return queued_seq[-1]
+
+        _, queued = self._write(lambda: self.primary.upsert(records, vecs), enqueue, f"upsert of {len(records)}")
+        if queued:
+            pending = self.outbox.ids_of(queued_seq[-1])
+            self._local.queued, self._local.queued_ids = True, pending or [r.id for r in records]
+            if pending and pending != [r.id for r in records]:
+                return  # a retry of a pending write: the mirror already holds it too
         self._mirror_write(lambda m: m.upsert(records, vecs))
 
     def delete(self, ids: Sequence[str] | None = None, *, namespace: Namespace | None = None,

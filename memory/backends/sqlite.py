@@ -76,6 +76,7 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
         self._kw = KeywordIndex()
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._applied_seq = 0
+        self._write_timeout_s = timeout_s
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -85,12 +86,14 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open SQLite file {self.path!r}: {exc}") from exc
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                self._conn.execute("PRAGMA synchronous = NORMAL")
-            # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
-            self._conn.execute("PRAGMA secure_delete = ON")
+            # Translated: a damaged or read-only file fails here with a StoreCorrupt/StoreReadOnly.
+            with self._translate():
+                self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+                if self.path != ":memory:":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                    self._conn.execute("PRAGMA synchronous = NORMAL")
+                # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
+                self._conn.execute("PRAGMA secure_delete = ON")
             self._migrate()
             self._check_model()
             self._reindex_if_stale()
@@ -102,13 +105,28 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+        self._upsert(records, vectors, None)
+
+    def _upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray,
+                guard: tuple[Namespace, int] | None) -> tuple[bool, list[MemoryRecord], int]:
+        """Upsert; with ``guard=(ns, since)`` only if no row of ``ns`` changed after sequence
+        ``since`` (see :meth:`SqliteFileMixin.upsert_if_unchanged`)."""
         # Validated before anything is written (a queued write must be one the primary accepts).
         records, vecs = check_upsert(records, vectors, dim=self.dim, model=self.embedding_model)
         if not records:
-            return
+            return True, [], self._applied_seq
 
-        def do(conn: sqlite3.Connection, seq: int) -> None:
-            for r, v in zip(records, vecs, strict=True):
+        # Tokenized and encoded before the write lock is taken: other processes wait on that
+        # lock, so only SQL runs while it is held.
+        terms_of = [fts_document(index_text(r)) for r in records]
+        nsterms_of = [ns_terms(r.namespace) for r in records]
+
+        def do(conn: sqlite3.Connection, seq: int) -> tuple[bool, list[MemoryRecord], int]:
+            if guard is not None:
+                changed = self._changed_since(conn, guard[0], guard[1])
+                if changed:
+                    return False, changed, seq
+            for r, v, terms, nsterms in zip(records, vecs, terms_of, nsterms_of, strict=True):
                 rid = conn.execute(
                     """INSERT INTO memories (id, ns, content, metadata, type, created_at, updated_at,
                                              expires_at, vector, seq)
@@ -124,17 +142,17 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
                         v.astype("<f4").tobytes(), seq,
                     ),
                 ).fetchone()[0]
-                terms = fts_document(index_text(r))
                 conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 conn.execute(
                     "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
-                    (rid, ns_terms(r.namespace), terms),
+                    (rid, nsterms, terms),
                 )
                 self._index.add(rid, r.namespace, v)
                 self._index_terms(rid, r.namespace, terms.split())
                 self._records.pop(rid, None)
+            return True, [], seq
 
-        self._write(do)
+        return self._write(do)
 
     def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
         ids = list(ids)

@@ -75,7 +75,9 @@ def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[
                 conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (disk full): a second ROLLBACK would hide the error.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
 

@@ -9,10 +9,13 @@ difference (:meth:`SqliteFileMixin._sync`).
 
 from __future__ import annotations
 
+import logging
+import random
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -21,12 +24,50 @@ import numpy as np
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_schema import COLS, MIGRATIONS, apply_migrations, check_not_newer, row_to_record
 from memory.backends.vector_index import VectorIndex
-from memory.errors import BackendUnavailable, MemoryBackendError, SchemaMismatch
-from memory.namespace import Namespace
+from memory.errors import (
+    BackendUnavailable,
+    MemoryBackendError,
+    SchemaMismatch,
+    StoreCorrupt,
+    StoreFull,
+    StoreReadOnly,
+)
+from memory.namespace import Namespace, ns_key
 from memory.records import INDEX_TEXT_VERSION, MemoryRecord, index_text
 from memory.text import fts_document
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Primary result codes (sqlite3 exposes the extended code; the low byte is the primary one).
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", -1) or -1) & 0xFF
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return _code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in str(exc) or "busy" in str(exc)
+
+
+def translate_sqlite_error(exc: sqlite3.Error, path: str) -> MemoryBackendError:
+    """The error of our tree for a sqlite3 error, with the real SQLite message and what to do."""
+    msg, code = str(exc), _code(exc)
+    if code == _SQLITE_FULL or "disk is full" in msg:
+        return StoreFull(f"SQLite store {path!r}: {msg}. The write was rolled back and nothing stored was "
+                         "changed; free disk space (or raise the size limit) and retry.")
+    if code == _SQLITE_READONLY or "readonly" in msg:
+        return StoreReadOnly(f"SQLite store {path!r} cannot be written: {msg}. Check the permissions of the "
+                             "file and its directory (and the -wal/-shm files), or open a writable copy.")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in msg or "not a database" in msg:
+        return StoreCorrupt(f"SQLite store {path!r} is damaged: {msg}. Nothing was written; restore the file "
+                            "from a backup (or move it aside and start a new store).")
+    if _is_busy(exc) or code in (_SQLITE_CANTOPEN, _SQLITE_IOERR) or "unable to open" in msg \
+            or "disk I/O" in msg:
+        return BackendUnavailable(f"SQLite store {path!r} is unavailable: {msg}")
+    return MemoryBackendError(f"SQLite error on {path!r}: {msg}")
 
 
 class SqliteFileMixin:
@@ -47,23 +88,55 @@ class SqliteFileMixin:
     def _translate(self) -> Iterator[None]:
         try:
             yield
-        except sqlite3.OperationalError as exc:
-            msg = str(exc)
-            if "locked" in msg or "busy" in msg or "unable to open" in msg or "disk I/O" in msg:
-                raise BackendUnavailable(f"SQLite store {self.path!r} is unavailable: {msg}") from exc
-            raise MemoryBackendError(f"SQLite error on {self.path!r}: {msg}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise MemoryBackendError(f"SQLite error on {self.path!r}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc, self.path) from exc
 
     def _check_open(self) -> None:
         if self._closed:
             raise MemoryBackendError("this backend is closed; open a new one")
 
+    # How long a write waits for the file's write lock before BackendUnavailable. Set per
+    # backend from ``timeout_s``.
+    _write_timeout_s: float = 10.0
+    # Longest sleep between two tries of the write lock. SQLite's own busy handler sleeps up to
+    # 100 ms between tries, so a waiter kept missing the short gaps between other processes'
+    # transactions (p99 ~90 ms, waits over 1 s; 15.9 s with searchers): short jittered sleeps
+    # give every waiter a fair chance at each gap.
+    BUSY_SLEEP_MAX_S = 0.004
+
+    def _begin_immediate(self) -> None:
+        """``BEGIN IMMEDIATE`` with a bounded, jittered retry instead of SQLite's busy handler."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # uncontended: no pragma round trips
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+        deadline = time.monotonic() + self._write_timeout_s
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            sleep = 0.0005
+            while True:
+                time.sleep(random.uniform(0.0, sleep))
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() >= deadline:
+                        raise
+                sleep = min(sleep * 2, self.BUSY_SLEEP_MAX_S)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._write_timeout_s * 1000)}")
+
     def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
         """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
         with self._lock, self._translate():
             self._check_open()
-            self._conn.execute("BEGIN IMMEDIATE")
+            # Catch up with other writers before taking the write lock (a read: WAL readers do
+            # not block writers), so the catch-up inside the lock is only the last few rows.
+            self._sync()
+            self._begin_immediate()
             try:
                 self._sync()  # catch up with other writers before applying ours
                 self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'seq'")
@@ -71,13 +144,64 @@ class SqliteFileMixin:
                 result = fn(self._conn, seq)
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
-                # Our indexes may hold changes that were rolled back: rebuild them from the file.
-                self._reset_indexes()
-                self._sync()
+                self._abort()
                 raise
             self._applied_seq = seq
             return result
+
+    def _abort(self) -> None:
+        """Roll back a failed write and make the indexes equal to the rows again.
+
+        Never raises: the caller re-raises the statement's own error. SQLite has already rolled
+        the transaction back after some errors (disk full, I/O), and a second ROLLBACK used to
+        raise "cannot rollback - no transaction is active", which hid the real error and skipped
+        the index rebuild (a phantom entry after a failed insert; a failed delete made a stored
+        memory unfindable).
+        """
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:  # the connection is unusable; the next call reports it
+            log.warning("rollback of a failed write on %r failed: %s", self.path, exc)
+        # Our indexes may hold changes that were rolled back: drop them and reload from the
+        # file. If even the reload fails, _applied_seq is 0, so the next operation reloads.
+        self._reset_indexes()
+        try:
+            self._sync()
+        except sqlite3.Error as exc:
+            self._reset_indexes()
+            log.warning("index reload after a failed write on %r failed: %s", self.path, exc)
+
+    # ------------------------------------------------------------------ compare-and-write
+    # The write policy reads a namespace's neighbours, judges them, then inserts. Two processes
+    # remembering the same text at once both read "no neighbour" and both inserted (4 processes
+    # x the same 100 texts stored 326 rows). The insert is therefore made conditional: it only
+    # happens if no row of the namespace changed since the read, checked inside the write
+    # transaction; otherwise the rows written meanwhile go back to the caller to be judged.
+    CHANGED_MAX = 64
+
+    def change_marker(self) -> int:
+        """The file's write sequence number now: pass it to :meth:`upsert_if_unchanged`."""
+        with self._lock, self._translate():
+            self._check_open()
+            return int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+    def upsert_if_unchanged(self, records: Sequence[MemoryRecord], vectors: np.ndarray, *,
+                            namespace: Namespace, since: int) -> tuple[bool, list[MemoryRecord], int]:
+        """Upsert ``records`` unless a row of exactly ``namespace`` changed after ``since``.
+
+        Returns:
+            (written, changed, marker): when not written, ``changed`` holds the rows of the
+            namespace written since ``since`` (at most CHANGED_MAX, newest first; unexpired) and
+            ``marker`` is the sequence they were read at, to pass to the next try.
+        """
+        return self._upsert(records, vectors, (namespace, since))  # type: ignore[attr-defined,no-any-return]
+
+    def _changed_since(self, conn: sqlite3.Connection, ns: Namespace, since: int) -> list[MemoryRecord]:
+        rows = conn.execute(
+            f"SELECT {COLS} FROM memories WHERE ns = ? AND seq > ? AND (expires_at IS NULL OR expires_at > ?)"
+            " ORDER BY seq DESC LIMIT ?", (ns_key(ns), since, time.time(), self.CHANGED_MAX)).fetchall()
+        return [row_to_record(r) for r in rows]
 
     def _migrate(self) -> None:
         with self._translate():

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from memory import scoring
-from memory.errors import InvalidInput, NotFound
+from memory.errors import BackendUnavailable, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.audit import AuditEvent, AuditLog
@@ -46,7 +46,8 @@ from memory.settings import MemorySettings
 
 log = logging.getLogger(__name__)
 
-Status = Literal["added", "merged", "updated", "skipped"]
+# "queued": the primary backend was down and the write waits in the durable outbox.
+Status = Literal["added", "merged", "updated", "skipped", "queued"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,9 @@ class MemoryManager:
         return cls(svc, audit, settings, chat_model)
 
     # ------------------------------------------------------------------ routing
+    # Tries of the conditional insert before storing without a further dedupe check.
+    GUARD_ATTEMPTS = 8
+
     def route(self, message: str, user_id: str, *, role: str = "user", agent: str | None = None) -> RouteDecision:
         ctx = RouteContext(user_id=user_id, role=role, agent=agent)  # type: ignore[arg-type]
         if self._llm_router is not None:
@@ -215,6 +219,11 @@ class MemoryManager:
             vec = np.asarray([self.pair_judge.vector(record.content)], dtype=np.float32)
         else:
             vec = self.service.embed_records([record])
+        # Dedupe holds across processes: where the backend supports it, the insert below only
+        # happens if no memory of this namespace was written since this read (checked inside
+        # its write transaction); rows written meanwhile are judged like the neighbours.
+        guarded = getattr(self.service.backend, "upsert_if_unchanged", None)
+        marker = self.service.backend.change_marker() if guarded is not None else 0
         neighbours = self.service.backend.query(MemoryQuery(
             namespaces=(ns,), vector=vec[0], text=record.content, limit=self.policy.neighbours, now=now))
         neighbours = [n for n in neighbours if n.record.namespace == ns]
@@ -223,27 +232,54 @@ class MemoryManager:
         if neighbours:  # one embedding batch for every text the judge reads (cached ones are skipped)
             self.pair_judge.prime([record.content] + [n.record.content for n in neighbours])
         task = record.metadata.extra.get("task")
-        judged = [(n.record, self._judge(n.record, record.content, task if isinstance(task, str) else None))
-                  for n in neighbours]
+        task_s = task if isinstance(task, str) else None
+        judged = [(n.record, self._judge(n.record, record.content, task_s)) for n in neighbours]
         ev = {"actor": actor.agent, "thread_id": actor.thread_id, "run_id": actor.run_id}
-        merges = [(r, v) for r, v in judged if v.merge and _may_merge(r, record, v, self._strategy(meta.type))]
-        if merges:
-            old, v = max(merges, key=lambda rv: rv[1].p_same)
-            if v.reason != "same words":
-                # The newest statement of a fact is the current one: an update wins, and a
-                # restatement loses nothing by it (the older wording stays in history).
-                return self._supersede(old, record, v, vec, now, ttl_days, redactions, actor, ev)
-            new = self._replace(old, None, _touch_meta(old.metadata, meta, now), now, ttl_days)
-            self.audit.record(AuditEvent("skip", old.id, ns_key(ns), reason="duplicate: same words",
-                                         details={"incoming": record.content}, ts=now, **ev))
-            return WriteResult("skipped", old.id, "duplicate", v.reason, new, redactions=redactions)
+        for _attempt in range(self.GUARD_ATTEMPTS):
+            merges = [(r, v) for r, v in judged if v.merge and _may_merge(r, record, v, self._strategy(meta.type))]
+            if merges:
+                old, v = max(merges, key=lambda rv: rv[1].p_same)
+                if v.reason != "same words":
+                    # The newest statement of a fact is the current one: an update wins, and a
+                    # restatement loses nothing by it (the older wording stays in history).
+                    return self._supersede(old, record, v, vec, now, ttl_days, redactions, actor, ev)
+                new = self._replace(old, None, _touch_meta(old.metadata, meta, now), now, ttl_days)
+                self.audit.record(AuditEvent("skip", old.id, ns_key(ns), reason="duplicate: same words",
+                                             details={"incoming": record.content}, ts=now, **ev))
+                return WriteResult("skipped", old.id, "duplicate", v.reason, new, redactions=redactions)
+            if guarded is None:
+                self.service.backend.upsert([record], vec)
+                break
+            written, changed, marker = guarded([record], vec, namespace=ns, since=marker)
+            if written:
+                break
+            # Another writer stored memories here since our read: judge them too, then retry.
+            self.pair_judge.prime([record.content] + [r.content for r in changed])
+            changed_ids = {c.id for c in changed}
+            judged = [(r, v) for r, v in judged if r.id not in changed_ids] + [
+                (r, self._judge(r, record.content, task_s)) for r in changed]
+        else:  # the namespace kept changing under us: store rather than lose the memory
+            log.warning("namespace %s changed during %d dedupe checks; storing without a further check",
+                        ns_key(ns), self.GUARD_ATTEMPTS)
+            self.service.backend.upsert([record], vec)
 
-        self.service.backend.upsert([record], vec)
+        queued = bool(getattr(self.service.backend, "last_write_queued", False))
+        if queued:
+            # A retry of a write still pending in the outbox is stored once, under the first id.
+            pending = list(getattr(self.service.backend, "last_queued_ids", []) or [record.id])
+            if pending[0] != record.id:
+                record = record.model_copy(update={"id": pending[0]})
         self.audit.record(AuditEvent("add", record.id, ns_key(ns), reason=reason or "distinct from stored memories",
                                      after=record_to_dict(record),
                                      details={"redactions": redactions} if redactions else {}, ts=now, **ev))
-        evicted = self._enforce_capacity(ns, now, actor)
         j_reason = judged[0][1].reason if judged else "no similar memory"
+        if queued:
+            # The primary is down: the write waits in the durable outbox and is replayed when it
+            # is back. Not an error (a retrying caller would queue it twice); capacity is
+            # enforced by the next write that reaches the primary.
+            return WriteResult("queued", record.id, "distinct", f"primary backend unavailable, queued; {j_reason}",
+                               record, redactions=redactions)
+        evicted = self._enforce_capacity(ns, now, actor)
         return WriteResult("added", record.id, "distinct", j_reason, record, redactions=redactions, evicted=evicted)
 
     def _supersede(self, old: MemoryRecord, record: MemoryRecord, v: Verdict, vec: Any, now: datetime,
@@ -334,7 +370,13 @@ class MemoryManager:
         size_hint = getattr(self.service.backend, "size_hint", None)
         if size_hint is not None and size_hint(ns) <= cap:
             return ()
-        n = self.service.backend.count(ns)
+        try:
+            n = self.service.backend.count(ns)
+        except BackendUnavailable as exc:
+            # The write itself succeeded; raising now would make the caller retry it (a
+            # duplicate). The next write enforces the cap.
+            log.warning("capacity check of %s skipped, backend unavailable: %s", ns_key(ns), exc)
+            return ()
         if n <= cap:
             return ()
         records = self.service.backend.scroll(ns, limit=n)
