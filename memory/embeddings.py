@@ -64,7 +64,14 @@ def _text_embedding(model: str, *, threads: int, cache_dir: str | None) -> Any:
 
     fastembed (and onnxruntime, which it loads) are imported here, on first use, not when this
     module is: they cost ~0.9 s, which commands that never embed (list, stats, delete) skip.
+    The packaged USE model needs neither: it loads from a per-machine cache without them
+    (:mod:`memory.use_direct`; same vectors, a fraction of the cold start).
     """
+    if model == USE_MODEL:
+        from memory.use_direct import UseDirect
+
+        return UseDirect(threads)
+
     from fastembed import TextEmbedding
 
     from memory.packaged_models import register_packaged_models

@@ -169,6 +169,9 @@ class MemorySettings(BaseSettings):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    index_memory_mb: float = Field(
+        1024.0, gt=0, description="SQLite backend: memory for loaded namespace partitions (vectors + keywords); "
+        "least recently used ones are evicted above it and loaded again on demand")
     max_content_chars: int = Field(20_000, ge=1)
     context_weight: float = Field(
         0.4, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"

@@ -10,7 +10,8 @@ from memory.settings import MemorySettings
 
 
 def _sqlite(settings: MemorySettings, embedding_model: str, dim: int) -> MemoryBackend:
-    return SqliteBackend(settings.path, embedding_model=embedding_model, dim=dim)
+    return SqliteBackend(settings.path, embedding_model=embedding_model, dim=dim,
+                         memory_budget_mb=settings.index_memory_mb)
 
 
 def _qdrant(settings: MemorySettings, embedding_model: str, dim: int) -> MemoryBackend:

@@ -141,11 +141,20 @@ class KeywordIndex:
         return out
 
     def search(self, namespaces: Sequence[Namespace], terms: Sequence[str], *,
-               df: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+               df: dict[str, int] | None = None, n_docs: int | None = None,
+               total_len: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """BM25 of every live row under ``namespaces`` (exact namespaces, not prefixes) that
-        contains any of ``terms``: (rids, scores), unordered, scores > 0."""
-        n_docs = len(self._slot_of)
-        if not n_docs or not terms or not namespaces:
+        contains any of ``terms``: (rids, scores), unordered, scores > 0.
+
+        ``df``, ``n_docs`` and ``total_len`` are the collection statistics; by default this
+        index's own. An index holding only some namespaces (the SQLite backend loads them on
+        demand) is given the whole store's, so scores do not depend on what is loaded.
+        """
+        if n_docs is None:
+            n_docs = len(self._slot_of)
+        if total_len is None:
+            total_len = self._total_len
+        if not n_docs or not len(self._slot_of) or not terms or not namespaces:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         allowed = np.zeros(len(self._ns_list), dtype=bool)
         for ns in namespaces:
@@ -153,7 +162,7 @@ class KeywordIndex:
             if i is not None:
                 allowed[i] = True
         df = self.df(terms) if df is None else df
-        avgdl = self._total_len / n_docs if self._total_len > 0 else 1.0
+        avgdl = total_len / n_docs if total_len > 0 else 1.0
         slots_all: list[np.ndarray] = []
         score_all: list[np.ndarray] = []
         for t in dict.fromkeys(terms):

@@ -38,7 +38,10 @@ from memory.backends.sqlite_schema import (
     ns_terms,
     row_to_record,
 )
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_sync import SqliteFileMixin
+from memory.backends import vector_index as vi
+from memory.backends.vector_file import VectorFile
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput
 from memory.filters import matches, validate_filter
@@ -47,7 +50,7 @@ from memory.records import MemoryQuery, MemoryRecord, ScoredMemory, index_text, 
 from memory.text import fts_document, tokenize
 
 
-class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
+class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin):
     """InMemory+SQLite backend.
 
     Example:
@@ -64,15 +67,22 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
 
     supports_keyword = True
 
-    def __init__(self, path: str | Path, *, embedding_model: str, dim: int, timeout_s: float = 10.0):
+    def __init__(self, path: str | Path, *, embedding_model: str, dim: int, timeout_s: float = 10.0,
+                 memory_budget_mb: float = 1024.0):
         if dim <= 0:
             raise InvalidInput(f"vector dimension must be positive, got {dim}")
+        if not memory_budget_mb > 0:
+            raise InvalidInput(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
         self.path = str(path)
         self.embedding_model = embedding_model
         self.dim = dim
         self._lock = threading.RLock()
         self._closed = False
+        # Partitions (per namespace) load on first use: see memory.backends.sqlite_partitions.
+        self._parts = PartitionState(dim, int(memory_budget_mb * 2**20))
+        self._vf: VectorFile | None = None
         self._index = VectorIndex(dim)
+        self._index.basis_source = self._basis_now
         self._kw = KeywordIndex()
         self._records: OrderedDict[int, MemoryRecord] = OrderedDict()
         self._applied_seq = 0
@@ -147,9 +157,17 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
                     "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
                     (rid, nsterms, terms),
                 )
-                self._index.add(rid, r.namespace, v)
-                self._index_terms(rid, r.namespace, terms.split())
                 self._records.pop(rid, None)
+                cat = self._parts.catalogue
+                if cat is None:
+                    continue  # nothing loaded yet: the catalogue is built from the file later
+                cat.set(rid, r.namespace)
+                if self._partition_loaded(r.namespace):
+                    self._index.add(rid, r.namespace, v)
+                    self._index_terms(rid, r.namespace, terms.split())
+                else:  # moved out of a loaded partition (or in one not loaded): drop it here
+                    self._index.remove(rid)
+                    self._kw.remove(rid)
             return True, [], seq
 
         return self._write(do)
@@ -240,8 +258,7 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
     def _query_terms(self, text: str) -> tuple[list[str], dict[str, int]]:
         """Distinct query terms worth scoring, and their document frequencies."""
         terms = list(dict.fromkeys(tokenize(text)))
-        df = self._kw.df(terms)
-        total = len(self._kw)
+        df, total, _ = self._kw_stats(terms)
         if total >= self.PRUNE_MIN_ROWS and len(terms) > self.PRUNE_KEEP:
             present = sorted((t for t in terms if t in df), key=lambda t: df[t])
             keep = [t for i, t in enumerate(present) if i < self.PRUNE_KEEP or df[t] <= self.PRUNE_DF * total]
@@ -255,12 +272,14 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
         Python tuple per match made the garbage collector a visible part of the p95.
         """
         terms, df = self._query_terms(text)
-        rids, scores = self._kw.search(blocks, terms, df=df)
+        _, n_docs, total_len = self._kw_stats(terms)
+        rids, scores = self._kw.search(blocks, terms, df=df, n_docs=n_docs, total_len=total_len)
         order = np.lexsort((rids, -scores))  # ties by rid, so the order is deterministic
         return rids[order], scores[order]
 
     def _keyword(self, blocks: list[Namespace], text: str) -> list[tuple[int, float]]:
         """Every keyword match in ``blocks`` as (rid, BM25), best first (for inspection)."""
+        self._ensure_loaded(blocks)
         rids, scores = self._keyword_arrays(blocks, text)
         return list(zip(rids.tolist(), scores.tolist(), strict=True))
 
@@ -272,7 +291,7 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
         with self._lock, self._translate():
             self._check_open()
             self._sync()
-            blocks = self._index.matching(q.namespaces)
+            blocks = self._matching(q.namespaces)
             total = self._index.size(blocks)
             allowed = self._prefilter(q.namespaces, flt, now, json_only=False) if flt and blocks else None
             # Only unindexed (JSON) conditions: scanning for them costs ~3 us a row (~0.3 s at
@@ -386,7 +405,10 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
                 conn.execute(f"DELETE FROM memories WHERE rid IN ({marks})", chunk)
                 conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
                 conn.executemany("INSERT INTO deletions (seq, rid) VALUES (?, ?)", [(seq, r) for r in chunk])
+            cat = self._parts.catalogue
             for r in rids:
+                if cat is not None:
+                    cat.remove(r)
                 self._index.remove(r)
                 self._kw.remove(r)
                 self._records.pop(r, None)
@@ -444,7 +466,8 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
         with self._lock, self._translate():
             self._check_open()
             self._sync()
-            return self._index.size(self._index.matching([namespace]))
+            cat = self._catalogue()
+            return cat.size(cat.matching([namespace]))
 
     def namespaces(self) -> list[tuple[Namespace, int]]:
         with self._lock, self._translate():
@@ -462,7 +485,8 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
             kw = int(self._conn.execute(
                 "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (f"nsk : {ns_term(namespace)}",)
             ).fetchone()[0])
-            vectors = self._index.size(self._index.matching([namespace]))
+            cat = self._catalogue()
+            vectors = cat.size(cat.matching([namespace]))
         return {"rows": rows, "vectors": vectors, "keyword_entries": kw}
 
     def scrub(self) -> None:
@@ -480,20 +504,37 @@ class SqliteBackend(SqliteFileMixin, FilterSqlMixin, AsyncMixin):
             self._sync()
             rows = int(self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
             fts = int(self._conn.execute("SELECT COUNT(*) FROM memories_fts").fetchone()[0])
+            vectors = len(self._catalogue())
+            loaded = len(self._parts.loaded)
         size = 0
         if self.path != ":memory:":
             size = sum(p.stat().st_size for p in Path(self.path).parent.glob(Path(self.path).name + "*"))
         return {
             "backend": "sqlite", "path": self.path, "embedding_model": self.embedding_model,
-            "dim": self.dim, "rows": rows, "keyword_rows": fts, "vectors": len(self._index),
-            "file_bytes": size,
+            "dim": self.dim, "rows": rows, "keyword_rows": fts, "vectors": vectors,
+            "file_bytes": size, "loaded_partitions": loaded,
         }
+
+    def flush_vectors(self) -> None:
+        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
+
+        Call after a bulk load: otherwise the next process to search copies the new rows from
+        SQLite itself (every process shares the result, but one of them pays for it).
+        """
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            self._vector_file().catch_up(self._conn)
+            if len(self._catalogue()) >= vi.TWO_STAGE_MIN_ROWS:
+                self._basis_now()
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                if self._vf is not None:
+                    self._vf.close()
 
     def __enter__(self) -> SqliteBackend:
         return self

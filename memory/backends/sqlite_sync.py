@@ -22,6 +22,7 @@ from typing import TypeVar
 import numpy as np
 
 from memory.backends.keyword_index import KeywordIndex
+from memory.backends.sqlite_partitions import PartitionState
 from memory.backends.sqlite_schema import COLS, MIGRATIONS, apply_migrations, check_not_newer, row_to_record
 from memory.backends.vector_index import VectorIndex
 from memory.errors import (
@@ -83,6 +84,7 @@ class SqliteFileMixin:
     _kw: KeywordIndex
     _records: OrderedDict[int, MemoryRecord]
     _applied_seq: int
+    _parts: PartitionState  # and _changed / _partition_loaded / _basis_now from PartitionMixin
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
@@ -147,6 +149,7 @@ class SqliteFileMixin:
                 self._abort()
                 raise
             self._applied_seq = seq
+            self._changed()
             return result
 
     def _abort(self) -> None:
@@ -259,10 +262,16 @@ class SqliteFileMixin:
         self._reset_indexes()  # the write above synced the old terms into our indexes
 
     def _sync(self) -> None:
-        """Bring the in-memory vector index up to the file's sequence number."""
+        """Bring the loaded partitions up to the file's sequence number.
+
+        Only the catalogue and loaded partitions are kept in step: a change to a namespace no
+        partition holds costs one catalogue entry, and nothing at all before the catalogue
+        is built (see :mod:`memory.backends.sqlite_partitions`).
+        """
         db_seq = int(self._conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
         if db_seq == self._applied_seq:
             return
+        self._changed()
         if db_seq < self._applied_seq:  # file replaced or restored from backup: start over
             self._reset_indexes()
         elif self._applied_seq:
@@ -270,18 +279,34 @@ class SqliteFileMixin:
             if floor is not None and self._applied_seq < int(floor[0]):
                 # Deletions we have not applied were pruned from the log: rebuild from the rows.
                 self._reset_indexes()
+        cat = self._parts.catalogue
+        if cat is None:  # nothing loaded, so nothing to bring up to date
+            self._applied_seq = db_seq
+            return
         for (rid,) in self._conn.execute("SELECT rid FROM deletions WHERE seq > ?", (self._applied_seq,)):
+            cat.remove(rid)
             self._index.remove(rid)
             self._kw.remove(rid)
             self._records.pop(rid, None)
-        for rid, ns, blob, terms in self._conn.execute(
-            "SELECT m.rid, m.ns, m.vector, f.terms FROM memories AS m"
-            " LEFT JOIN memories_fts AS f ON f.rowid = m.rid WHERE m.seq > ?", (self._applied_seq,)
-        ):
+        reload: dict[int, Namespace] = {}
+        for rid, ns in self._conn.execute("SELECT rid, ns FROM memories WHERE seq > ?", (self._applied_seq,)):
             namespace = tuple(ns.split("/"))
             self._records.pop(rid, None)
-            self._index.add(rid, namespace, np.frombuffer(blob, dtype="<f4"))
-            self._index_terms(rid, namespace, (terms or "").split())
+            cat.set(rid, namespace)
+            if self._partition_loaded(namespace):
+                reload[rid] = namespace
+            else:  # moved out of a loaded partition, or in one we do not hold
+                self._index.remove(rid)
+                self._kw.remove(rid)
+        rids = list(reload)
+        for i in range(0, len(rids), 500):
+            chunk = rids[i : i + 500]
+            for rid, blob, terms in self._conn.execute(
+                "SELECT m.rid, m.vector, f.terms FROM memories AS m LEFT JOIN memories_fts AS f"
+                f" ON f.rowid = m.rid WHERE m.rid IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                self._index.add(rid, reload[rid], np.frombuffer(blob, dtype="<f4"))
+                self._index_terms(rid, reload[rid], (terms or "").split())
         self._applied_seq = db_seq
 
     # The deletion log tells other processes which rows to drop from their indexes. It is cut
@@ -300,9 +325,14 @@ class SqliteFileMixin:
                      " DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (cut,))
 
     def _reset_indexes(self) -> None:
+        """Drop everything loaded; partitions load again on demand (the basis is kept)."""
         self._index = VectorIndex(self.dim)
+        self._index.basis_source = self._basis_now
         self._kw = KeywordIndex()
         self._records.clear()
+        self._parts.catalogue = None
+        self._parts.loaded.clear()
+        self._changed()
         self._applied_seq = 0
 
     def _index_terms(self, rid: int, ns: Namespace, terms: list[str]) -> None:

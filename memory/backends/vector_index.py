@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -183,6 +183,8 @@ class VectorIndex:
         self._basis: np.ndarray | None = None  # dim x head, found by the first large search
         self._fit_rows = 0
         self.last_plan = ""  # "full", "two-stage" or "two-stage->full": for tests and profiling
+        # Where the two-stage basis comes from when the owner manages it (None: fitted here).
+        self.basis_source: Callable[[], np.ndarray | None] | None = None
 
     def __len__(self) -> int:
         return len(self._where)
@@ -239,7 +241,7 @@ class VectorIndex:
 
     def search(self, namespaces: list[Namespace], vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (rids, cosine) across the given namespaces, best first. Exact."""
-        blocks = [self._blocks[ns] for ns in namespaces]
+        blocks = [self._blocks[ns] for ns in namespaces if ns in self._blocks]
         if not blocks or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if _limit_blas is None:
@@ -294,11 +296,17 @@ class VectorIndex:
     def _ensure_basis(self) -> np.ndarray | None:
         """Principal directions of the stored vectors (uncentred: they serve dot products).
 
-        Keeps the fewest directions that hold HEAD_ENERGY of the sampled vectors' energy: the
-        bound's slack is what they leave out. On the bench corpus that is 64 of 512 dims; on
-        LoCoMo conversation turns 192, where ~6% of rows then need an exact check. Data that
-        needs more than half the dims gets no basis (None): the plain scan is as fast.
+        With a ``basis_source`` (the SQLite backend: fitted on the whole store, persisted) the
+        basis comes from it; otherwise it is fitted here on the loaded rows (see
+        :func:`fit_basis`), again after the index grows REFIT_GROWTH-fold.
         """
+        if self.basis_source is not None:
+            basis = self.basis_source()
+            if basis is not self._basis:
+                self._basis = basis
+                for b in self._blocks.values():
+                    b.projected = 0
+            return self._basis
         rows = len(self._where)
         if self._fit_rows and rows < REFIT_GROWTH * self._fit_rows:
             return self._basis
@@ -309,22 +317,38 @@ class VectorIndex:
             want = int(round(take * b.n / rows))
             if want:
                 picks.append(b.vecs[rng.choice(b.n, size=min(want, b.n), replace=False)])
-        sample = np.concatenate(picks).astype(np.float64)
-        energy, vecs = np.linalg.eigh(sample.T @ sample)
-        energy, vecs = energy[::-1], vecs[:, ::-1]
-        if self._fixed_head is not None:
-            head = self._fixed_head
-        else:
-            share = np.cumsum(energy) / max(float(energy.sum()), 1e-12)
-            head = -(-(int(np.searchsorted(share, HEAD_ENERGY)) + 1) // 16) * 16
         self._fit_rows = rows
         for b in self._blocks.values():
             b.projected = 0
-        if head > self.dim // 2:
-            self._basis = None
-        else:
-            self._basis = np.ascontiguousarray(vecs[:, :head], dtype=np.float32)
+        self._basis = fit_basis(np.concatenate(picks), self.dim, self._fixed_head)
         return self._basis
+
+    def add_block(self, ns: Namespace, rids: np.ndarray, vecs: np.ndarray) -> None:
+        """Load a whole namespace at once (rows ``rids``, vectors ``vecs``); replaces its block."""
+        self.drop_block(ns)
+        block = _Block(self.dim, cap=max(16, len(rids)))
+        block.vecs[: len(rids)] = vecs
+        block.rids[: len(rids)] = rids
+        block.n = len(rids)
+        self._blocks[ns] = block
+        where = self._where
+        for pos, rid in enumerate(rids.tolist()):
+            old = where.get(rid)
+            if old is not None and old[0] != ns:  # the row moved here from another loaded block
+                self.remove(rid)
+            where[rid] = (ns, pos)
+
+    def drop_block(self, ns: Namespace) -> None:
+        """Forget a namespace's rows (eviction); they are loaded again on demand."""
+        block = self._blocks.pop(ns, None)
+        if block is None:
+            return
+        for rid in block.rids[: block.n].tolist():
+            if self._where.get(rid, (None,))[0] == ns:
+                del self._where[rid]
+
+    def has_block(self, ns: Namespace) -> bool:
+        return ns in self._blocks
 
     def search_rids(self, rids: np.ndarray, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (rids, cosine) among the given rows only (rows not indexed are skipped)."""
@@ -348,4 +372,22 @@ class VectorIndex:
         return sims
 
     def size(self, namespaces: list[Namespace]) -> int:
-        return sum(self._blocks[ns].n for ns in namespaces)
+        return sum(self._blocks[ns].n for ns in namespaces if ns in self._blocks)
+
+
+def fit_basis(sample: np.ndarray, dim: int, head: int | None = None) -> np.ndarray | None:
+    """The fewest principal directions of ``sample`` holding HEAD_ENERGY of its energy.
+
+    The bound's slack is what they leave out. On the bench corpus that is 64 of 512 dims; on
+    LoCoMo conversation turns 192, where ~6% of rows then need an exact check. Data that needs
+    more than half the dims gets no basis (None): the plain scan is as fast.
+    """
+    s64 = sample.astype(np.float64)
+    energy, vecs = np.linalg.eigh(s64.T @ s64)
+    energy, vecs = energy[::-1], vecs[:, ::-1]
+    if head is None:
+        share = np.cumsum(energy) / max(float(energy.sum()), 1e-12)
+        head = -(-(int(np.searchsorted(share, HEAD_ENERGY)) + 1) // 16) * 16
+    if head > dim // 2:
+        return None
+    return np.ascontiguousarray(vecs[:, :head], dtype=np.float32)

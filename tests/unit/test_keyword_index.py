@@ -61,7 +61,7 @@ QUERIES = ["weekly sales chart", "refund budget", "销售报表", "咖啡 meetin
 @pytest.mark.parametrize("query", QUERIES)
 def test_scores_match_fts5_bm25(backend: SqliteBackend, query: str) -> None:
     for prefixes in ([("user_profile",)], [("facts",), ("user_profile", "u1")], [("user_profile", "u2")]):
-        blocks = backend._index.matching(prefixes)
+        blocks = backend._matching(prefixes)
         ours = dict(backend._keyword(blocks, query))
         truth = _fts_scores(backend, prefixes, query)
         assert ours.keys() == truth.keys()
@@ -73,13 +73,13 @@ def test_scores_match_fts5_bm25(backend: SqliteBackend, query: str) -> None:
 def test_reopen_and_another_process_rebuild_the_same_index(backend: SqliteBackend) -> None:
     other = SqliteBackend(backend.path, embedding_model="test", dim=4)
     try:
-        blocks = other._index.matching([("user_profile",), ("facts",)])
+        blocks = other._matching([("user_profile",), ("facts",)])
         assert other._keyword(blocks, "weekly sales chart 销售") == backend._keyword(blocks, "weekly sales chart 销售")
         # a write through one handle is scored by the other's next query
         backend.upsert([MemoryRecord(id="new", namespace=("user_profile", "u0"), content="zebra zebra chart")],
                        np.ones((1, 4), dtype=np.float32))
         other._sync()  # what every query does first
-        hits = other._keyword(other._index.matching([("user_profile",)]), "zebra")
+        hits = other._keyword(other._matching([("user_profile",)]), "zebra")
         assert [backend._conn.execute("SELECT id FROM memories WHERE rid = ?", (r,)).fetchone()[0]
                 for r, _ in hits] == ["new"]
     finally:
@@ -134,7 +134,7 @@ def test_a_file_indexed_under_an_older_index_text_version_is_retokenized_on_open
     b.close()
     b = SqliteBackend(path, embedding_model="test", dim=4)
     try:
-        blocks = b._index.matching([("facts",)])
+        blocks = b._matching([("facts",)])
         assert [r for r, _ in b._keyword(blocks, "walrus")] and not b._keyword(blocks, "stale")
         terms = b._conn.execute("SELECT terms FROM memories_fts").fetchone()[0].split()
         assert terms.count("walrus") == 3 and terms.count("seal") == 1  # content x3, context x1

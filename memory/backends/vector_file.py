@@ -1,0 +1,251 @@
+"""A memory-mapped float32 copy of the SQLite file's vectors, beside it (``<file>.vectors``).
+
+Why: parsing every vector blob out of SQLite on open cost seconds at 100k rows and a private
+copy per process. The matrix here is indexed by row id (row ``rid`` holds that row's vector;
+rids are never reused), so loading one namespace's partition is a gather of its rows, and
+processes that map the same file share its pages through the OS page cache.
+
+SQLite stays the truth. The 4 KiB header ties the matrix to the SQLite state it mirrors: a
+magic, the dimension, a tag stored in the SQLite file's ``meta`` table (a file beside another
+database is not used) and ``synced_seq``, the write sequence number up to which every
+committed row has been copied. :meth:`VectorFile.catch_up` copies the rows written since
+(``seq > synced_seq``, read in one snapshot) under an exclusive ``flock``; deleted rows just
+stay unused. A missing, foreign, truncated or corrupt file (the header does not match, or a
+spot check of rows against SQLite fails) is rebuilt from SQLite. The file is grown, never
+shrunk: another process may have it mapped, and touching a mapping past a truncated end
+raises SIGBUS.
+
+Only committed rows are ever copied (catch-up never runs inside a write transaction), so a
+rolled-back write cannot leave a vector here that SQLite does not have.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sqlite3
+import struct
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock; one process per file there
+    fcntl = None  # type: ignore[assignment]
+
+MAGIC = b"MEMVEC01"
+HEADER = 4096  # rows start page-aligned
+# magic, dim, (pad), synced_seq, capacity (rows), tag (16 bytes)
+_FMT = "<8sIIqq16s"
+SPOT_CHECKS = 8  # rows compared with SQLite when a file is opened
+CATCH_UP_BATCH = 20_000  # rows read from SQLite per step while catching up
+
+
+def file_tag(conn: sqlite3.Connection) -> bytes:
+    """The SQLite file's vector-file tag (created on first use, in its own transaction)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'vector_file_tag'").fetchone()
+    if row is None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('vector_file_tag', ?)", (uuid.uuid4().hex,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        row = conn.execute("SELECT value FROM meta WHERE key = 'vector_file_tag'").fetchone()
+    return bytes.fromhex(row[0])
+
+
+def db_seq(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
+
+
+class VectorFile:
+    """The vectors of one SQLite store as a rid-indexed float32 matrix; ``path=None``: in RAM."""
+
+    def __init__(self, path: str | None, dim: int, tag: bytes):
+        self.path = path
+        self.dim = dim
+        self.tag = tag
+        self.rebuilds = 0  # times the file was found missing/stale/corrupt and rebuilt (for tests)
+        self.rows_copied = 0  # rows copied from SQLite, in total (for tests and profiling)
+        self._fd: int | None = None
+        self._mm: mmap.mmap | None = None
+        self._mat = np.zeros((0, dim), dtype=np.float32)
+        self._ram_seq = 0  # synced_seq of the in-RAM variant
+        if path is not None:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    # ------------------------------------------------------------------ header
+    def _read_header(self) -> tuple[bytes, int, int, int, bytes] | None:
+        assert self._fd is not None
+        raw = os.pread(self._fd, struct.calcsize(_FMT), 0)
+        if len(raw) < struct.calcsize(_FMT):
+            return None
+        magic, dim, _, seq, cap, tag = struct.unpack(_FMT, raw)
+        return magic, dim, seq, cap, tag
+
+    def _write_header(self, seq: int, cap: int) -> None:
+        assert self._fd is not None
+        os.pwrite(self._fd, struct.pack(_FMT, MAGIC, self.dim, 0, seq, cap, self.tag), 0)
+
+    def synced_seq(self) -> int:
+        if self._fd is None:
+            return self._ram_seq
+        h = self._read_header()
+        return h[2] if h is not None else -1
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        if self._fd is None or fcntl is None:
+            yield
+            return
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _row_bytes(self) -> int:
+        return self.dim * 4
+
+    def _map(self, cap: int) -> None:
+        """(Re)map the first ``cap`` rows."""
+        assert self._fd is not None
+        if self._mm is not None and len(self._mat) >= cap:
+            return
+        size = HEADER + cap * self._row_bytes()
+        if os.fstat(self._fd).st_size < size:
+            os.ftruncate(self._fd, size)
+        mm = mmap.mmap(self._fd, size)
+        self._mm = mm  # the old map is released when no array views it any more
+        self._mat = np.frombuffer(mm, dtype="<f4", count=cap * self.dim, offset=HEADER).reshape(cap, self.dim)
+
+    def _grow(self, need_rows: int) -> int:
+        """Make room for rows [0, need_rows); returns the capacity."""
+        cap = len(self._mat)
+        if need_rows <= cap:
+            return cap
+        new_cap = max(need_rows, 2 * cap, 1024)
+        if self._fd is None:
+            mat = np.zeros((new_cap, self.dim), dtype=np.float32)
+            mat[:cap] = self._mat
+            self._mat = mat
+        else:
+            self._map(new_cap)
+        return new_cap
+
+    # ------------------------------------------------------------------ validity
+    def _valid(self, conn: sqlite3.Connection, seq_now: int) -> tuple[bool, int]:
+        """(usable, synced_seq): the header matches this store and spot-checked rows match SQLite."""
+        h = self._read_header()
+        if h is None:
+            return False, 0
+        magic, dim, seq, cap, tag = h
+        if magic != MAGIC or dim != self.dim or tag != self.tag or seq < 0 or seq > seq_now or cap < 0:
+            return False, 0
+        if os.fstat(self._fd).st_size < HEADER + cap * self._row_bytes():  # type: ignore[arg-type]
+            return False, 0
+        self._map(cap)
+        # Rows unchanged since the file's sequence must be byte-equal to SQLite's: the highest
+        # rid and a few spread over the rid range (cheap rowid lookups).
+        (hi,) = conn.execute("SELECT MAX(rid) FROM memories WHERE seq <= ?", (seq,)).fetchone()
+        if hi is None:
+            return True, seq
+        if hi >= cap:
+            return False, 0
+        probes = {int(hi)} | {int(hi * (i + 1) / (SPOT_CHECKS + 1)) for i in range(SPOT_CHECKS)}
+        for p in sorted(probes):
+            row = conn.execute("SELECT rid, vector, seq FROM memories WHERE rid >= ? ORDER BY rid LIMIT 1",
+                               (p,)).fetchone()
+            if row is None or row[2] > seq:
+                continue
+            if row[0] >= cap or self._mat[row[0]].tobytes() != row[1]:
+                return False, 0
+        return True, seq
+
+    # ------------------------------------------------------------------ sync
+    def catch_up(self, conn: sqlite3.Connection) -> int:
+        """Copy every row committed since the file's sequence; returns the sequence now mirrored.
+
+        Must not run inside a write transaction (it would copy uncommitted rows).
+        """
+        if conn.in_transaction:
+            raise RuntimeError("VectorFile.catch_up inside a transaction")  # a bug, not bad input
+        with self._locked():
+            conn.execute("BEGIN")  # one read snapshot: the rows and the sequence agree
+            try:
+                now = db_seq(conn)
+                if self._fd is None:
+                    have = self._ram_seq
+                    if have > now:
+                        have = 0
+                        self.rebuilds += 1
+                else:
+                    ok, have = self._valid(conn, now)
+                    if not ok:
+                        self.rebuilds += 1
+                        have = 0
+                        # Keep the file's size (never shrink a mapped file); rewrite every row.
+                        size = os.fstat(self._fd).st_size
+                        self._map(max(0, (size - HEADER) // self._row_bytes()))
+                if have == now:
+                    return now
+                (hi,) = conn.execute("SELECT MAX(rid) FROM memories").fetchone()
+                self._grow(int(hi or 0) + 1)
+                last = 0
+                while True:
+                    rows = conn.execute(
+                        "SELECT rid, vector FROM memories WHERE seq > ? AND seq <= ? AND rid > ?"
+                        " ORDER BY rid LIMIT ?", (have, now, last, CATCH_UP_BATCH)).fetchall()
+                    if not rows:
+                        break
+                    rids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
+                    self._mat[rids] = np.frombuffer(b"".join(b for _, b in rows), dtype="<f4").reshape(-1, self.dim)
+                    self.rows_copied += len(rows)
+                    last = int(rids[-1])
+                if self._fd is None:
+                    self._ram_seq = now
+                else:
+                    self._write_header(now, len(self._mat))
+                return now
+            finally:
+                conn.execute("COMMIT")
+
+    def rows(self, rids: np.ndarray) -> np.ndarray:
+        """A private copy of rows ``rids`` (call :meth:`catch_up` first)."""
+        if len(rids) and int(rids.max()) >= len(self._mat):
+            if self._fd is None:
+                raise RuntimeError("row beyond the in-RAM vector copy; catch_up first")
+            h = self._read_header()
+            self._map(h[3] if h is not None else 0)
+        return self._mat[rids]
+
+    def nbytes_mapped(self) -> int:
+        return int(self._mat.nbytes)
+
+    def close(self) -> None:
+        self._mat = np.zeros((0, self.dim), dtype=np.float32)
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a partition still views it; the OS frees it with the last view
+                pass
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def sidecar_path(db_path: str) -> str | None:
+    """Where the vector file of a SQLite store lives (None for ``:memory:``)."""
+    if db_path == ":memory:":
+        return None
+    return str(Path(db_path).expanduser()) + ".vectors"
+
+
+__all__ = ["VectorFile", "db_seq", "file_tag", "sidecar_path"]

