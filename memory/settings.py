@@ -153,6 +153,39 @@ class PolicySettings(BaseModel):
     )
 
 
+class AclRuleSettings(BaseModel):
+    """Principals that may read / write one namespace kind: ``*``, ``owner`` or agent names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read: list[str] = Field(default_factory=lambda: ["*"])
+    write: list[str] = Field(default_factory=lambda: ["*"])
+
+
+def _default_acl_kinds() -> dict[str, AclRuleSettings]:
+    return {
+        "{agent}_memories": AclRuleSettings(read=["owner"], write=["owner"]),
+        "user_profile": AclRuleSettings(),
+        "domain_facts": AclRuleSettings(),
+        "shared_context": AclRuleSettings(),
+        "docs": AclRuleSettings(read=["*"], write=[]),
+    }
+
+
+class AclSettings(BaseModel):
+    """Access control per namespace kind (see memory.policy.acl), enforced by MemoryManager."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    kinds: dict[str, AclRuleSettings] = Field(default_factory=_default_acl_kinds)
+    unlisted: Literal["allow", "deny"] = Field("allow", description="kinds no rule names")
+    operators: list[str] = Field(
+        default_factory=lambda: ["memctl", "mcp", "operator"],
+        description="actor labels (before the first ':') that are never restricted",
+    )
+
+
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -164,6 +197,7 @@ class MemorySettings(BaseSettings):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     qdrant: QdrantSettings = Field(default_factory=QdrantSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    acl: AclSettings = Field(default_factory=AclSettings)
     max_content_chars: int = Field(20_000, ge=1)
     context_weight: float = Field(
         0.4, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"

@@ -159,7 +159,8 @@ def finish_writes(wb: WriteBehind | None, state: SupervisorState, config: Runnab
 def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespace], top_k: int) -> list[SearchHit]:
     """Profile and definitions are few and always matter: every memory of these namespaces
     competes (no similarity floor, no relative cut) and the query only orders them. One search
-    (one audit row) for all of them; audited like ``recall``."""
+    (one audit row) for all of them; audited and access-checked like ``recall``."""
+    mm.access.check(s.actor, "read", nss, now=s.now)
     hits = mm.service.search(query, nss, top_k=top_k * len(nss), min_sim=0.0, now=s.now)
     keys = [ns_key(n) for n in nss]
     mm.audit.record(AuditEvent(

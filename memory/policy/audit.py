@@ -53,7 +53,7 @@ MIGRATIONS = [
 ]
 
 ACTIONS = ("search", "add", "merge", "update", "supersede", "skip", "delete", "restore", "evict", "expire",
-           "forget_user", "redact")
+           "forget_user", "redact", "deny")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 from memory import scoring
 from memory.errors import InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
+from memory.policy.access import AccessControl
 from memory.policy.audit import AuditEvent, AuditLog
 from memory.policy.llm_judge import LLMJudge
 from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict
@@ -144,6 +145,8 @@ class MemoryManager:
         self.pair_judge = PairJudge(paraphrase=self._paraphrase,
                                     embed=service.embedder.embed_documents if same else None)
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
+        # Who may read/write which namespace (settings.acl); checked before every read and write.
+        self.access = AccessControl.from_settings(self.settings.acl, audit)
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -197,6 +200,7 @@ class MemoryManager:
         now = as_utc(now) if now is not None else utcnow()
         actor = actor or Actor()
         ns = parse_namespace(namespace)
+        self.access.check(actor, "write", [ns], now=now)
         meta = _metadata(metadata)
         if meta.type == "note" and ns[0] in MEMORY_TYPES:
             # Namespaces like user_profile/u1 name their type; use it when none was given.
@@ -380,6 +384,7 @@ class MemoryManager:
     ) -> list[SearchHit]:
         """Search, drop weak tail hits (relative to the best), audit the search."""
         now = as_utc(now) if now is not None else utcnow()
+        self.access.check(actor, "read", parse_namespaces(namespaces), now=now)
         hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now)
         if hits and self.policy.relative_cut > 0:
             best = max(h.breakdown.sim for h in hits)
@@ -393,6 +398,17 @@ class MemoryManager:
                      "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]}, ts=now))
         return hits
 
+    def list(self, namespace: NamespaceLike, *, limit: int = 100, actor: Actor | None = None) -> list[MemoryRecord]:
+        """Memories under a namespace (prefix), newest first; access-checked like ``recall``."""
+        self.access.check(actor, "read", [parse_namespace(namespace)])
+        return self.service.list(namespace, limit=limit)
+
+    def get(self, id: str, *, actor: Actor | None = None) -> MemoryRecord:
+        """One memory by id; an agent asking for another agent's private memory gets AccessDenied."""
+        rec = self.service.get(id)
+        self.access.check(actor, "read", [rec.namespace])
+        return rec
+
     def summarize(self, hits: Sequence[SearchHit], goal: str = "", max_tokens: int | None = None) -> str:
         budget = self.policy.summary_max_tokens if max_tokens is None else max_tokens
         if self.chat_model is not None:
@@ -404,6 +420,7 @@ class MemoryManager:
                actor: Actor | None = None, reason: str = "explicit update", now: datetime | None = None) -> MemoryRecord:
         now = as_utc(now) if now is not None else utcnow()
         old = self.service.get(id)
+        self.access.check(actor, "write", [old.namespace], now=now)
         if content is not None and self.policy.pii_redaction:
             content = redact(content).text
         new = self.service.update(id, content, metadata, now=now)
@@ -421,6 +438,7 @@ class MemoryManager:
         if not id_list:
             raise InvalidInput("delete needs at least one id")
         found = self.service.backend.get(id_list)
+        self.access.check(actor, "write", {r.namespace for r in found}, now=now)
         n = self.service.backend.delete(id_list)
         actor = actor or Actor()
         for r in found:
@@ -448,6 +466,7 @@ class MemoryManager:
         if got is None:
             raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
         rec, kind = got
+        self.access.check(actor, "write", [rec.namespace], now=now)
         vec = self.service.embed_records([rec])
         self.service.backend.upsert([rec], vec)
         self.audit.trash_remove(id)

@@ -31,9 +31,9 @@ def user_id_from_config(config: RunnableConfig | None) -> str:
     return uid.replace("/", "_") or ANONYMOUS
 
 
-def _actor(config: RunnableConfig | None) -> Actor:
+def _actor_of(config: RunnableConfig | None, who: str = "supervisor") -> Actor:
     conf = (config or {}).get("configurable", {}) or {}
-    return Actor(agent="supervisor", thread_id=conf.get("thread_id"), run_id=str((config or {}).get("run_id") or "") or None)
+    return Actor(agent=who, thread_id=conf.get("thread_id"), run_id=str((config or {}).get("run_id") or "") or None)
 
 
 def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
@@ -42,8 +42,14 @@ def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
     return (f"{agent or 'supervisor'}_memories", uid)
 
 
-def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
-    """Tools bound to one manager. Errors come back as text the model can act on."""
+def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor") -> list[BaseTool]:
+    """Tools bound to one manager. Errors come back as text the model can act on.
+
+    ``acting_for`` is the actor label the access rules (settings.acl) judge every call by: the
+    Supervisor by default; ``"agent:<name>"`` gives tools that can reach only what that agent may."""
+
+    def _actor(config: RunnableConfig | None) -> Actor:  # every call acts for ``acting_for``
+        return _actor_of(config, acting_for)
 
     @tool
     def memory_search(query: str, config: RunnableConfig, top_k: int = 5, agent: str | None = None) -> str:
@@ -72,7 +78,7 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
         """Replace the content of one of the user's memories (by id from memory_search)."""
         uid = user_id_from_config(config)
         try:
-            rec = manager.service.get(memory_id)
+            rec = manager.get(memory_id, actor=_actor(config))
             if uid not in rec.namespace[1:]:
                 return "memory_update failed: that memory belongs to another user"
             new = manager.update(memory_id, content, actor=_actor(config), reason="memory_update tool")
@@ -85,7 +91,7 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
         """Delete (restorably) one of the user's memories by id."""
         uid = user_id_from_config(config)
         try:
-            rec = manager.service.get(memory_id)
+            rec = manager.get(memory_id, actor=_actor(config))
             if uid not in rec.namespace[1:]:
                 return "memory_delete failed: that memory belongs to another user"
             n = manager.delete(memory_id, actor=_actor(config), reason="memory_delete tool")
