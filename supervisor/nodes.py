@@ -42,6 +42,7 @@ from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.router import split_sentences
+from supervisor.shared import publish_findings
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -297,6 +298,8 @@ def make_post_node(manager: MemoryManager, agent: str,
             res = s.guard("write " + ns_key(ns), write)
             if res is not None:
                 _emit_written(s, res, ns, item, d.reason)
+        # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
+        publish_findings(manager, s, agent, str(active.get("task", "")), result, handoff, write_behind, _emit_written)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

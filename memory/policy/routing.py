@@ -72,10 +72,20 @@ def agent_namespace(agent: str | None, user_id: str) -> Namespace:
     return (f"{agent or 'supervisor'}_memories", user_id)
 
 
+SHARED_CONTEXT = "shared_context"
+
+
+def shared_namespace(user_id: str) -> Namespace:
+    """Where agents leave findings for each other (``memory.policy.findings``): shared per user."""
+    return (SHARED_CONTEXT, user_id)
+
+
 def read_namespaces(user_id: str, agent: str | None = None) -> tuple[Namespace, ...]:
-    """Profile and facts always; the agent's own memories when a sub-agent is the target."""
+    """Profile and facts always; the agent's own memories when a sub-agent is the target; the
+    findings agents shared for this user (``shared_context/{user}``)."""
     ns: list[Namespace] = [("user_profile", user_id), ("domain_facts", user_id)]
     ns.append(agent_namespace(agent, user_id))
+    ns.append(shared_namespace(user_id))
     return tuple(ns)
 
 

@@ -1,0 +1,47 @@
+"""Publishing an agent's findings to ``shared_context/{user}`` after a handoff (issue 15).
+
+The post-node calls :func:`publish_findings` once per handoff: the definitions, table choices and
+computed figures :func:`memory.policy.findings.findings` draws from the agent's answer are written
+through the write policy (dedupe / merge, audit, access rules) into the user's shared context,
+where every later pre-node — the next agent of this run, or any agent in a later session —
+searches them. With write-behind they are queued like the agent's own items, and the next
+pre-node's barrier waits for them (the namespace is one it reads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory.namespace import ns_key
+from memory.policy.findings import findings
+from memory.policy.manager import MemoryManager
+from memory.policy.routing import shared_namespace
+from supervisor.writebehind import WriteBehind
+
+
+def publish_findings(manager: MemoryManager, s: Any, agent: str, task: str, result: dict[str, Any],
+                     handoff: str, write_behind: WriteBehind | None, emit_written: Any) -> int:
+    """Write the findings of one agent result; returns how many were written or queued."""
+    if result.get("error"):
+        return 0  # a failed step's answer is not a finding
+    found = findings(agent, task, str(result.get("text") or ""), tuple(result.get("memory_items") or ()))
+    ns = shared_namespace(s.user_id)
+    for f in found:
+        meta = {"type": f.memory_type, "source": agent, "agent": agent,
+                "extra": {"finding": f.kind, "task": task[:300], "handoff": handoff}}
+        why = f"shared finding ({f.kind}) from {agent}"
+
+        def write(text: str = f.text, meta: dict[str, Any] = meta, why: str = why) -> Any:
+            return manager.remember(text, ns, meta, actor=s.actor, now=s.now, reason=why)
+
+        if write_behind is not None:
+            write_behind.submit(ns, write, incoming=f.text, route_reason=why, origin=f"post:{agent}")
+            s.emit("queued", namespace=ns_key(ns), incoming=f.text, route_reason=why)
+            continue
+        res = s.guard("write " + ns_key(ns), write)
+        if res is not None:
+            emit_written(s, res, ns, f.text, why, finding=f.kind)
+    return len(found)
+
+
+__all__ = ["publish_findings"]
