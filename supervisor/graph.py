@@ -136,6 +136,7 @@ def build_supervisor_graph(
     max_handoffs: int = 8,
     always_on: tuple[str, ...] = ALWAYS_ON,
     write_behind: bool | None = None,
+    transcript: Any = None,
 ) -> CompiledStateGraph:
     """Compile the Supervisor graph.
 
@@ -151,6 +152,8 @@ def build_supervisor_graph(
         always_on: namespace kinds searched without a similarity floor (profile, definitions).
         write_behind: post-handoff writes run on a background thread (see
             :mod:`supervisor.writebehind`); default: settings.policy.write_behind.
+        transcript: a :class:`memory.transcript.GroupTranscript`: the entry node appends each user
+            message to it and injects the group's other recent messages (any process's).
 
     Returns:
         A compiled graph with ``context_schema=SupervisorContext``; invoke it with
@@ -238,7 +241,7 @@ def build_supervisor_graph(
         return run_agent
 
     g = StateGraph(SupervisorState, context_schema=SupervisorContext)
-    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb))
+    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb, transcript))
     g.add_node("supervisor", supervisor, destinations=(*(f"memory_pre_{n}" for n in names), "supervisor", END))
     for a in agents:
         g.add_node(f"memory_pre_{a.name}", make_pre_node(mm, a.name, budget, always_on, wb))

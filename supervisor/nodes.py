@@ -42,7 +42,7 @@ from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.router import split_sentences
-from supervisor.shared import publish_findings
+from supervisor.shared import group_context, publish_findings
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -212,7 +212,7 @@ def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budge
 
 def make_entry_node(manager: MemoryManager, budget: int,
                     always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
-                    ) -> Callable[..., dict[str, Any]]:
+                    transcript: Any = None) -> Callable[..., dict[str, Any]]:
     def memory_entry(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
         s = _Step("entry", None, runtime, config)
         if write_behind is not None:  # a new turn starts from a settled store
@@ -244,6 +244,9 @@ def make_entry_node(manager: MemoryManager, budget: int,
         if decision.should_read and text.strip():
             hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
             context = _inject(manager, s, hits, text, budget, always_on)
+        if transcript is not None:  # the group's recent messages, from any process (memory.transcript)
+            group = group_context(transcript, state, s, config)
+            context = "\n\n".join(p for p in (context, group) if p)
         return {"memory_context": context, **turn_reset, **s.update(state, reset=True)}
 
     return memory_entry

@@ -45,3 +45,25 @@ def publish_findings(manager: MemoryManager, s: Any, agent: str, task: str, resu
 
 
 __all__ = ["publish_findings"]
+
+
+def group_context(transcript: Any, state: dict[str, Any], s: Any, config: Any, *, n: int = 20,
+                  max_tokens: int = 200) -> str:
+    """Entry node, with a :class:`memory.transcript.GroupTranscript`: append the user's message to
+    the group's transcript (thread = ``configurable.group_id``, else the LangGraph thread) and
+    return the compact block of the *other* recent messages, written by any process."""
+    from langchain_core.messages import HumanMessage
+
+    conf = (config or {}).get("configurable", {}) or {}
+    group = str(conf.get("group_id") or conf.get("thread_id") or "main")
+    last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
+    mine: tuple[str, ...] = ()
+    if last is not None and str(last.content).strip():
+        mid = str(last.id or f"{group}:{hash(str(last.content))}")
+        s.guard("transcript append", lambda: transcript.append(mid, s.user_id, "user", str(last.content),
+                                                               ts=s.now, thread=group))
+        mine = (mid,)
+    text = s.guard("transcript read", lambda: transcript.summary(n, max_tokens=max_tokens, thread=group,
+                                                                 exclude=mine), "") or ""
+    s.emit("group_transcript", thread=group, text=text)
+    return text
