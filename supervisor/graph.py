@@ -45,6 +45,7 @@ from langgraph.types import Checkpointer, Command
 from agents.base import AgentResult, SubAgent
 from memory.policy.audit import AuditLog
 from memory.policy.manager import MemoryManager
+from memory.policy.routing import steer_intent
 from memory.service import MemoryService
 from supervisor.context import SupervisorContext
 from supervisor.nodes import (
@@ -57,6 +58,7 @@ from supervisor.nodes import (
     message_text,
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
+from supervisor.shared import steer_offline
 from supervisor.state import SupervisorState
 from supervisor.writebehind import WriteBehind
 
@@ -192,6 +194,11 @@ def build_supervisor_graph(
         over = (state.get("handoffs") or 0) >= max_handoffs
         if bound is None:
             plan = state.get("plan")
+            steering = steer_intent(last_user_message(state)) if plan is None else None
+            if steering is not None:  # memory the user steers, offline: no agent is involved
+                answer = steer_offline(mm, steering, state, config, runtime)
+                return Command(goto=END, update={"messages": [AIMessage(answer, name="supervisor")], "plan": {},
+                                                 **finish_writes(wb, state, config, runtime)})
             if plan is None:
                 p = semantic.plan(last_user_message(state))  # type: ignore[union-attr]
                 if runtime.stream_writer is not None:

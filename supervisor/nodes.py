@@ -36,7 +36,7 @@ from memory.errors import MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import RouteDecision, agent_namespace
+from memory.policy.routing import RouteDecision, agent_namespace, steer_intent
 from memory.policy.summarize import summarize as summarize_block
 from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
@@ -226,6 +226,10 @@ def make_entry_node(manager: MemoryManager, budget: int,
         writes = [(sentence, d) for sentence in split_sentences(text)
                   for d in [manager.route(sentence, s.user_id, role="user")]
                   if d.should_write and d.write_namespace is not None]
+        steering = steer_intent(text)
+        if steering is not None:  # "forget that", "remember this for the team": the Supervisor acts on it
+            s.emit("steer", intent=steering.kind, text=steering.text)
+            writes = []
         routed = _decision(decision, text)
         if writes:
             routed.update(should_write=True,

@@ -67,3 +67,20 @@ def group_context(transcript: Any, state: dict[str, Any], s: Any, config: Any, *
                                                                  exclude=mine), "") or ""
     s.emit("group_transcript", thread=group, text=text)
     return text
+
+
+def steer_offline(mm: MemoryManager, intent: Any, state: dict[str, Any], config: Any, runtime: Any) -> str:
+    """The no-model Supervisor carrying out a steering request (:mod:`memory.policy.steer`)."""
+    from langchain_core.messages import HumanMessage
+
+    from memory.policy.manager import Actor
+    from memory.policy.steer import steer
+    from supervisor.context import resolve_now, resolve_user_id
+
+    ctx = getattr(runtime, "context", None)
+    conf = (config or {}).get("configurable", {}) or {}
+    run_id = (config or {}).get("run_id")
+    actor = Actor(agent="supervisor:steer", thread_id=conf.get("thread_id"), run_id=str(run_id) if run_id else None)
+    humans = [str(m.content) for m in state.get("messages") or [] if isinstance(m, HumanMessage)]
+    return steer(mm, intent, resolve_user_id(ctx, config), actor, message=humans[-1] if humans else "",
+                 previous_user_message=humans[-2] if len(humans) > 1 else "", now=resolve_now(ctx))
