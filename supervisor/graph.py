@@ -46,6 +46,7 @@ from agents.base import AgentResult, SubAgent
 from memory.policy.audit import AuditLog
 from memory.policy.manager import MemoryManager
 from memory.policy.routing import steer_intent
+from memory.policy.tools import make_memory_tools
 from memory.service import MemoryService
 from supervisor.context import SupervisorContext
 from supervisor.nodes import (
@@ -58,7 +59,7 @@ from supervisor.nodes import (
     message_text,
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
-from supervisor.shared import steer_offline
+from supervisor.shared import run_memory_tool, steer_offline
 from supervisor.state import SupervisorState
 from supervisor.writebehind import WriteBehind
 
@@ -139,6 +140,7 @@ def build_supervisor_graph(
     always_on: tuple[str, ...] = ALWAYS_ON,
     write_behind: bool | None = None,
     transcript: Any = None,
+    memory_tools: bool = True,
 ) -> CompiledStateGraph:
     """Compile the Supervisor graph.
 
@@ -154,6 +156,8 @@ def build_supervisor_graph(
         always_on: namespace kinds searched without a similarity floor (profile, definitions).
         write_behind: post-handoff writes run on a background thread (see
             :mod:`supervisor.writebehind`); default: settings.policy.write_behind.
+        memory_tools: bind the memory tools (:func:`memory.policy.tools.make_memory_tools`) to the
+            Supervisor's model, next to the handoff tools (never to sub-agents).
         transcript: a :class:`memory.transcript.GroupTranscript`: the entry node appends each user
             message to it and injects the group's other recent messages (any process's).
 
@@ -174,7 +178,11 @@ def build_supervisor_graph(
     budget = mm.settings.policy.summary_max_tokens if context_budget is None else context_budget
     wb = WriteBehind() if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None
     handoff_tools = [make_handoff_tool(a) for a in agents]
-    bound = bind_tools_or_explain(chat, handoff_tools, "the Supervisor's") if chat is not None else None
+    # The Supervisor (never a sub-agent) also gets the memory tools, so the user can steer memory
+    # in chat: "what do you remember about me", "forget that", "that's wrong", "for the whole team".
+    mem_tools = {t.name: t for t in make_memory_tools(mm)} if chat is not None and memory_tools else {}
+    bound = (bind_tools_or_explain(chat, [*handoff_tools, *mem_tools.values()], "the Supervisor's")
+             if chat is not None else None)
     for a in agents:
         model_of = getattr(a, "model", None)
         if isinstance(model_of, BaseChatModel) and a.tools:
@@ -219,7 +227,9 @@ def build_supervisor_graph(
         todo, extra = [], []
         for tc in ai.tool_calls:
             agent = tc["name"][len(HANDOFF_PREFIX):] if tc["name"].startswith(HANDOFF_PREFIX) else None
-            if agent in by_name and not over:
+            if tc["name"] in mem_tools and not over:  # run now; the model sees the result next
+                extra.append(run_memory_tool(mem_tools[tc["name"]], tc, config))
+            elif agent in by_name and not over:
                 task = str((tc.get("args") or {}).get("task") or last_user_message(state))
                 todo.append({"agent": agent, "task": task, "tool_call_id": tc["id"]})
             else:
@@ -227,7 +237,7 @@ def build_supervisor_graph(
                 extra.append(ToolMessage(f"ERROR: {why}", tool_call_id=tc["id"], name=tc["name"], status="error"))
         if todo:
             return goto_next(state, todo, {"messages": [ai, *extra]})
-        if extra:  # only bad calls: tell the model and let it try again
+        if extra:  # memory tool results or bad calls: back to the model
             return Command(goto="supervisor", update={"messages": [ai, *extra], "handoffs": (state.get("handoffs") or 0) + 1})
         return Command(goto=END, update={"messages": [ai], **finish_writes(wb, state, config, runtime)})
 

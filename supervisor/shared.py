@@ -84,3 +84,18 @@ def steer_offline(mm: MemoryManager, intent: Any, state: dict[str, Any], config:
     humans = [str(m.content) for m in state.get("messages") or [] if isinstance(m, HumanMessage)]
     return steer(mm, intent, resolve_user_id(ctx, config), actor, message=humans[-1] if humans else "",
                  previous_user_message=humans[-2] if len(humans) > 1 else "", now=resolve_now(ctx))
+
+
+def run_memory_tool(tool: Any, call: dict[str, Any], config: Any) -> Any:
+    """Run one memory tool call of the Supervisor's model; always a ToolMessage (errors as text)."""
+    from langchain_core.messages import ToolMessage
+
+    try:
+        out = tool.invoke({"name": call["name"], "args": call.get("args") or {}, "id": call["id"],
+                           "type": "tool_call"}, config)
+    except Exception as exc:  # noqa: BLE001 - bad arguments from the model: tell it, do not crash the turn
+        return ToolMessage(f"ERROR: {call['name']}: {type(exc).__name__}: {exc}", tool_call_id=call["id"],
+                           name=call["name"], status="error")
+    if isinstance(out, ToolMessage):
+        return out
+    return ToolMessage(str(out), tool_call_id=call["id"], name=call["name"])

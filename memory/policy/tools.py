@@ -1,4 +1,6 @@
-"""LangChain tools for the Supervisor: memory_search / write / update / delete / route / summarize.
+"""LangChain tools for the Supervisor: memory_search / write / update / delete / route / summarize,
+and for memory the user steers: memory_list ("what do you remember about me"), memory_restore
+(undo a forget), memory_share ("remember this for the whole team").
 
 Namespaces are filled from the graph's user id (``configurable.user_id`` or
 ``configurable.langgraph_user_id``, else ``context.user_id``); the model never chooses a user.
@@ -15,7 +17,8 @@ from langchain_core.tools import BaseTool, tool
 
 from memory.errors import MemoryLayerError
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import read_namespaces
+from memory.policy.routing import read_namespaces, shared_namespace
+from memory.policy.steer import user_namespaces
 
 ANONYMOUS = "anonymous"
 MemoryType = Literal["user_profile", "domain_facts", "task_traces", "tool_effects"]
@@ -116,7 +119,44 @@ def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor")
             return f"memory_summarize failed: {exc}"
         return manager.summarize(hits, goal, max_tokens) or "(nothing relevant in memory)"
 
-    return [memory_search, memory_write, memory_update, memory_delete, memory_route, memory_summarize]
+    @tool
+    def memory_list(config: RunnableConfig) -> str:
+        """Everything remembered about the user (profile, definitions, what the team shares): for
+        "what do you remember about me". Returns JSON with ids (for memory_update / memory_delete)."""
+        uid = user_id_from_config(config)
+        try:
+            recs = [r for ns in user_namespaces(uid) for r in manager.list(ns, limit=50, actor=_actor(config))]
+        except MemoryLayerError as exc:
+            return f"memory_list failed: {exc}"
+        return json.dumps([{"id": r.id, "content": r.content, "kind": r.namespace[0]} for r in recs],
+                          ensure_ascii=False)
+
+    @tool
+    def memory_restore(memory_id: str, config: RunnableConfig) -> str:
+        """Bring back one of the user's memories that was deleted or replaced (undo a forget or a correction)."""
+        uid = user_id_from_config(config)
+        got = manager.audit.trash_get(memory_id)
+        if got is None or uid not in got[0].namespace[1:]:
+            return "memory_restore failed: no deleted memory of this user has that id"
+        try:
+            rec = manager.restore(memory_id, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_restore failed: {exc}"
+        return json.dumps({"status": "restored", "id": rec.id, "content": rec.content}, ensure_ascii=False)
+
+    @tool
+    def memory_share(content: str, config: RunnableConfig) -> str:
+        """Remember something for the whole team: every agent working for this user will receive it."""
+        uid = user_id_from_config(config)
+        try:
+            res = manager.remember(content, shared_namespace(uid), {"type": "domain_facts", "source": "user",
+                                                                     "extra": {"team": True}}, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_share failed: {exc}"
+        return json.dumps({"status": res.status, "id": res.id}, ensure_ascii=False)
+
+    return [memory_search, memory_write, memory_update, memory_delete, memory_route, memory_summarize,
+            memory_list, memory_restore, memory_share]
 
 
 __all__ = ["ANONYMOUS", "make_memory_tools", "user_id_from_config"]

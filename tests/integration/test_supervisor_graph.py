@@ -140,8 +140,9 @@ def test_sub_agents_get_only_task_and_injected_context_and_no_memory_tools(manag
             assert not [t for t in tools if t.startswith("memory")], (name, tools)
     assert team.models["text2sql"].bound_tools[0] == ["run_sql"]
     assert {t.name for t in team.agents[0].tools} == {"run_sql"}
-    # and the Supervisor itself is offered only handoffs
-    assert team.sup.bound_tools[0] == ["transfer_to_text2sql", "transfer_to_statistics", "transfer_to_analysis"]
+    # and the Supervisor itself is offered the handoffs, then its memory tools (issue 15: the user steers memory)
+    assert team.sup.bound_tools[0][:3] == ["transfer_to_text2sql", "transfer_to_statistics", "transfer_to_analysis"]
+    assert all(t.startswith("memory_") for t in team.sup.bound_tools[0][3:]) and "memory_list" in team.sup.bound_tools[0]
 
 
 def test_a_sub_agent_with_a_memory_tool_is_refused(manager, tmp_path):
