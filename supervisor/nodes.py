@@ -42,7 +42,7 @@ from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.router import split_sentences
-from supervisor.shared import group_context, publish_findings
+from supervisor.shared import fit_always_on_first, group_context, publish_findings
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -197,6 +197,7 @@ def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budge
     if not hits or budget <= 0:
         s.emit("injected", tokens=0, budget=budget, text="", used=[])
         return ""
+    hits = fit_always_on_first(hits, budget, always_on, goal)  # profile/definitions are never crowded out
     if mm.settings.policy.injection == "compact":  # progressive disclosure: one line per memory
         text = compact_block(hits, goal, budget, whole=lambda h: h.record.namespace[0] in always_on)
         used = [h.record.id for h in hits if f" {h.record.id[:ID_CHARS]}]" in text]

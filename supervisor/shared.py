@@ -99,3 +99,27 @@ def run_memory_tool(tool: Any, call: dict[str, Any], config: Any) -> Any:
     if isinstance(out, ToolMessage):
         return out
     return ToolMessage(str(out), tool_call_id=call["id"], name=call["name"])
+
+
+def fit_always_on_first(hits: list[Any], budget: int, always_on: tuple[str, ...], goal: str = "") -> list[Any]:
+    """The hits an injection under ``budget`` tokens should consider, with profile and definitions
+    (``always_on`` kinds) guaranteed a place: when everything does not fit, the lowest-scored
+    other memories (agents' SQL, shared findings, conclusions — often long) are dropped first.
+    Without this, three long findings can crowd the user's standing preference out of the budget.
+    The cost of a memory is estimated like the summary's bullet line (content + a date/type/source tag)."""
+    from memory.text import count_tokens
+
+    def cost(h: Any) -> int:
+        return count_tokens(h.record.content) + 16
+
+    total = count_tokens(goal) + 8 + sum(cost(h) for h in hits)
+    if total <= budget:
+        return hits
+    first = [h for h in hits if h.record.namespace[0] in always_on]
+    used = count_tokens(goal) + 8 + sum(cost(h) for h in first)
+    keep = {id(h) for h in first}
+    for h in sorted((h for h in hits if id(h) not in keep), key=lambda h: -h.score):
+        if used + cost(h) <= budget:
+            keep.add(id(h))
+            used += cost(h)
+    return [h for h in hits if id(h) in keep]
