@@ -182,8 +182,11 @@ def eval_graph(
 ) -> None:
     """hit rate, context utilisation, duplicate writes and cross-session reuse uplift: scripted
     multi-session Supervisor runs with memory on and off (memctl/eval_graph.py defines each)."""
-    from memctl.eval_graph import run_graph_eval
+    from memctl.eval_graph import load_users, run_graph_eval
 
+    load_users(scenario)  # bad input is refused before the progress bar draws anything
+    if users is not None and users < 1:
+        raise InvalidInput(f"--users must be >= 1, got {users}")
     with _progress() as bar:
         tasks: dict[str, Any] = {}
 
