@@ -18,7 +18,8 @@ from memory.errors import InvalidInput
 transcript_app = typer.Typer(help="The group transcript several processes share (append, tail).",
                              no_args_is_help=True)
 
-FileOpt = Annotated[str | None, typer.Option("--file", help="Transcript SQLite file (default: the memory store's file)")]
+FileOpt = Annotated[str | None, typer.Option(
+    "--file", help="Transcript SQLite file (default: the memory store's file)")]
 
 
 def _open(file: str | None):  # noqa: ANN202 - GroupTranscript, imported lazily

@@ -162,7 +162,8 @@ def _run(sessions: list[SimSession], *, memory: bool, embedder: Any, workdir: Pa
                 if step.kind == "say":
                     sup.extend(["OK"])
                 else:
-                    sup.extend([{"tool_calls": [{"name": "transfer_to_text2sql", "args": {"task": step.text}}]}, "done"])
+                    handoff = {"name": "transfer_to_text2sql", "args": {"task": step.text}}
+                    sup.extend([{"tool_calls": [handoff]}, "done"])
                     t2s.extend([{"tool_calls": [{"name": "run_sql", "args": {"sql": step.sql}}]}, step.answer])
                 n_calls = len(t2s.calls)
                 out = graph.invoke({"messages": [HumanMessage(step.text)]},
@@ -174,7 +175,8 @@ def _run(sessions: list[SimSession], *, memory: bool, embedder: Any, workdir: Pa
                 # (not the agent's own system prompt, which holds the schema).
                 seen = "\n".join(str(m.content) for m in first if isinstance(m, HumanMessage) or (
                     isinstance(m, SystemMessage) and m.name == "memory"))
-                mem_text = "\n".join(str(m.content) for m in first if isinstance(m, SystemMessage) and m.name == "memory")
+                mem_text = "\n".join(str(m.content) for m in first
+                                     if isinstance(m, SystemMessage) and m.name == "memory")
                 pre = [e for e in out["memory_log"] if e["step"] == "pre" and e.get("agent") == "text2sql"]
                 hits = {h["id"]: h["content"] for e in pre if e["kind"] == "retrieved" for h in e["hits"]}
                 used_ids = [i2 for e in pre if e["kind"] == "injected" for i2 in e.get("used", [])]

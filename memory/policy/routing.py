@@ -190,8 +190,10 @@ _STEER: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|你(?:都|还)?(?:记得|记住了|记着|知道|存了)(?:些)?(?:关于)?我(?:的)?(?:什么|哪些|些什么|啥)"
         r"|关于我你(?:都)?(?:记得|记住了|知道|存了)(?:什么|哪些|些什么|啥)|你记了我(?:哪些|什么)", re.I)),
     ("team", re.compile(
-        r"\bremember (?:this|that|it)? ?for (?:the whole|the entire|all the|all of the|our|the) team\b[\s,:;.!-]*(?P<x>.*)"
-        r"|\b(?:let|tell) (?:the whole team|everyone on the team|all the agents|the whole team know)\b[\s,:;.!-]*(?P<y>.*)"
+        r"\bremember (?:this|that|it)? ?for (?:the whole|the entire|all the|all of the|our|the) team\b"
+        r"[\s,:;.!-]*(?P<x>.*)"
+        r"|\b(?:let|tell) (?:the whole team|everyone on the team|all the agents|the whole team know)\b"
+        r"[\s,:;.!-]*(?P<y>.*)"
         r"|(?:记住(?:这个|这条|这点|以下)?[，,\s]*)?(?:让|给)?(?:整个|全)(?:团队|组|队)(?:的人)?(?:都)?(?:要)?(?:记住|知道)"
         r"(?:这个|这条|这点)?[：:，,。\s]*(?P<z>.*)", re.I | re.S)),
     ("restore", re.compile(

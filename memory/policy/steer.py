@@ -75,7 +75,8 @@ def _steer(mm: MemoryManager, it: SteerIntent, uid: str, actor: Actor, zh: bool,
     if it.kind == "team":
         content = it.text or prev
         if not content.strip():
-            return "要让团队记住什么？请把内容一起告诉我。" if zh else "What should the team remember? Say it with the request."
+            return ("要让团队记住什么？请把内容一起告诉我。" if zh
+                    else "What should the team remember? Say it with the request.")
         res = mm.remember(content, shared_namespace(uid), {"type": "domain_facts", "source": "user",
                                                             "extra": {"team": True}},
                           actor=actor, now=now, reason="the user asked the whole team to remember this")
@@ -99,7 +100,8 @@ def _steer(mm: MemoryManager, it: SteerIntent, uid: str, actor: Actor, zh: bool,
         return (f"已忘记：{target.content}（说“恢复刚才那条”可以找回）" if zh
                 else f"Forgotten: {target.content} (say \"undo that\" to bring it back)")
     if not it.text:
-        return "请告诉我正确的内容，例如“不对，应该是……”。" if zh else "Tell me what is right, e.g. \"that's wrong, it is ...\"."
+        return ("请告诉我正确的内容，例如“不对，应该是……”。" if zh
+                else "Tell me what is right, e.g. \"that's wrong, it is ...\".")
     # A correction that is a statement of its own replaces the memory; a bare value ("it is
     # yuan") is kept next to what it corrects so the memory still says what it is about.
     long_enough = len(it.text) >= 6 if _CJK.search(it.text) else len(it.text.split()) >= 4

@@ -58,7 +58,8 @@ def test_principals_and_rules_are_pure():
 def test_agent_b_never_reads_agent_a_private_memory(mm):
     rec = mm.remember(SECRET, "text2sql_memories/u1", {"type": "tool_effects"}, actor=T2S).record
     # The owner reads its own memory.
-    assert [h.record.id for h in mm.recall("orders refunds order_id", "text2sql_memories/u1", actor=T2S_PRE)] == [rec.id]
+    own = mm.recall("orders refunds order_id", "text2sql_memories/u1", actor=T2S_PRE)
+    assert [h.record.id for h in own] == [rec.id]
     # Another agent: search (direct, through a parent prefix, mixed with allowed namespaces), list, get.
     for nss in ("text2sql_memories/u1", "text2sql_memories", ["user_profile/u1", "text2sql_memories/u1"]):
         with pytest.raises(AccessDenied, match="private to agent 'text2sql'"):

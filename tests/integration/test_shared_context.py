@@ -67,7 +67,8 @@ def test_analysis_uses_a_definition_text2sql_found_in_an_earlier_session(manager
     # choice (channel = 'online'); Analysis sees session 1's definition, found by its task.
     sup.extend([{"tool_calls": [{"name": "transfer_to_text2sql", "args": {"task": "2024年线上每月购买客户数"}}]},
                 {"tool_calls": [{"name": "transfer_to_statistics", "args": {"task": "线上每月购买客户数的趋势统计"}}]},
-                {"tool_calls": [{"name": "transfer_to_analysis", "args": {"task": "分析活跃客户的变化，并说明活跃客户口径"}}]},
+                {"tool_calls": [{"name": "transfer_to_analysis",
+                                 "args": {"task": "分析活跃客户的变化，并说明活跃客户口径"}}]},
                 "分析完成。"])
     models["text2sql"].extend([{"tool_calls": [{"name": "run_sql", "args": {"sql": SQL_ONLINE}}]}, "已按月统计。"])
     models["statistics"].extend([

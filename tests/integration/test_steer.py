@@ -19,8 +19,9 @@ from supervisor import ScriptedChatModel, SupervisorContext, build_supervisor_gr
 @pytest.mark.parametrize("text, kind, carried", [
     ("What do you remember about me?", "recall_me", ""), ("你都记得我什么？", "recall_me", ""),
     ("关于我你知道哪些", "recall_me", ""),
-    ("Forget that.", "forget", ""), ("忘掉刚才那条", "forget", ""), ("forget that I prefer tea", "forget", "I prefer tea"),
-    ("That's wrong, it is yuan", "correct", "yuan"), ("不对，应该是报表金额都用元为单位", "correct", "报表金额都用元为单位"),
+    ("Forget that.", "forget", ""), ("忘掉刚才那条", "forget", ""),
+    ("forget that I prefer tea", "forget", "I prefer tea"), ("That's wrong, it is yuan", "correct", "yuan"),
+    ("不对，应该是报表金额都用元为单位", "correct", "报表金额都用元为单位"),
     ("Remember this for the whole team: GMV excludes refunds", "team", "GMV excludes refunds"),
     ("记住这个，让整个团队都知道：GMV 不含退款", "team", "GMV 不含退款"),
     ("Undo that", "restore", ""), ("恢复刚才那条", "restore", ""),

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -50,7 +50,7 @@ def test_four_writer_processes_no_loss_no_duplicate(tmp_path):
 
 
 def test_order_dedupe_since_summary_and_retention(tmp_path):
-    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
     with GroupTranscript(tmp_path / "t.sqlite", max_messages=5, prune_every=1) as t:
         assert t.append("b", "li", "user", "same time, id b", ts=t0)
         assert t.append("a", "wang", "user", "same time, id a", ts=t0)
