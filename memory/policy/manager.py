@@ -485,6 +485,7 @@ class MemoryManager:
             raise InvalidInput("user_id must be a non-empty label without '/'")
         now = as_utc(now) if now is not None else utcnow()
         targets = sorted({ns for ns, _ in self.service.backend.namespaces() if user_id in ns[1:]})
+        self.access.check(actor, "write", targets, now=now)  # an agent never erases others' private memory
         trash_ns = {r.namespace for r, _ in self.audit.trash_list(None, limit=1_000_000) if user_id in r.namespace[1:]}
         deleted = 0
         for ns in targets:

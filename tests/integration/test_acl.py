@@ -150,3 +150,11 @@ def test_memory_tools_act_for_their_agent(mm):
     assert json.loads(tools["memory_search"].invoke({"query": "orders", "agent": "analysis"}, cfg)) == []
     own = {t.name: t for t in make_memory_tools(mm, acting_for="agent:text2sql")}
     assert SECRET in own["memory_search"].invoke({"query": "orders refunds", "agent": "text2sql"}, cfg)
+
+
+def test_forget_user_is_for_operators_not_agents(mm):
+    mm.remember(SECRET, "text2sql_memories/u1", actor=T2S)
+    with pytest.raises(AccessDenied):
+        mm.forget_user("u1", actor=ANALYSIS)
+    assert mm.list("text2sql_memories/u1")
+    assert mm.forget_user("u1", actor=Actor(agent="memctl")).deleted == 1
