@@ -341,6 +341,9 @@ def _register_tools() -> None:
     register(app, load_settings=_settings)
     cli_docs.register(app)  # collection, index, export, import, eval collections
     cli_mcp.register(app)
+    from memctl import cli_transcript
+
+    cli_transcript.register(app)  # transcript append / tail (store-only)
 
 
 _register_tools()

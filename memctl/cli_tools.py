@@ -172,6 +172,46 @@ def eval_dedupe(
               f"write p50 / p95: {result['timing']['write_p50_ms']} / {result['timing']['write_p95_ms']} ms")
 
 
+@_errors
+def eval_graph(
+    scenario: Annotated[Path | None, typer.Option("--scenario", help="Scenario YAML (default: the shipped "
+                                                  "supervisor/scenarios/graph_eval.yaml)")] = None,
+    users: Annotated[int | None, typer.Option("--users", help="Only the first N users of the scenario")] = None,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    details: Annotated[bool, typer.Option("--details/--no-details", help="Include the per-task outcomes")] = False,
+) -> None:
+    """hit rate, context utilisation, duplicate writes and cross-session reuse uplift: scripted
+    multi-session Supervisor runs with memory on and off (memctl/eval_graph.py defines each)."""
+    from memctl.eval_graph import load_users, run_graph_eval
+
+    load_users(scenario)  # bad input is refused before the progress bar draws anything
+    if users is not None and users < 1:
+        raise InvalidInput(f"--users must be >= 1, got {users}")
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_graph_eval(scenario, users=users, progress=progress)
+    if not details:
+        result.pop("tasks")
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("metric", "value")
+    for k in ("hit_rate", "context_utilisation", "duplicate_write_rate", "cross_session_reuse_uplift"):
+        t.add_row(k, f"{result[k]:.3f}")
+    for k in ("task_accuracy", "cross_session_task_accuracy"):
+        t.add_row(k, f"on {result[k]['memory_on']:.3f} / off {result[k]['memory_off']:.3f}")
+    out.print(t)
+    out.print(f"{result['sessions']} sessions, {result['users']} users ({', '.join(result['languages'])}); "
+              f"{result['counts']['tasks']} tasks; {result['seconds']['memory_on']} s with memory, "
+              f"{result['seconds']['memory_off']} s without", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``demo`` and ``bench`` to ``app`` and ``retrieval`` / ``dedupe`` to its ``eval`` group.
 
@@ -182,3 +222,4 @@ def register(app: typer.Typer) -> None:
     app.command()(bench)
     eval_app.command("retrieval")(eval_retrieval)
     eval_app.command("dedupe")(eval_dedupe)
+    eval_app.command("graph")(eval_graph)

@@ -14,6 +14,9 @@ never need to import a driver to handle a failure::
     │   ├── InvalidFilter            unknown filter key or operator
     │   └── InvalidConfig            settings that cannot work together
     ├── NotFound (KeyError)          no memory with that id
+    ├── AccessDenied                 the actor (an agent) may not read/write that namespace under
+    │                                the access rules (settings.acl, memory.policy.acl); nothing
+    │                                was read or written, and the denial is in the audit log
     └── MemoryBackendError           the storage layer failed
         ├── BackendUnavailable       transient: retrying later may succeed
         ├── SchemaMismatch           the store was built for another embedding model / dimension
@@ -58,6 +61,16 @@ class NotFound(MemoryLayerError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class AccessDenied(MemoryLayerError):
+    """An agent asked to read or write a namespace the access rules do not give it.
+
+    ``decisions`` holds one :class:`memory.policy.acl.Decision` per denied namespace."""
+
+    def __init__(self, message: str, decisions: tuple[object, ...] = ()):
+        super().__init__(message)
+        self.decisions = decisions
+
+
 class MemoryBackendError(MemoryLayerError):
     """The storage backend failed."""
 
@@ -83,6 +96,7 @@ class StoreFull(MemoryBackendError):
 
 
 __all__ = [
+    "AccessDenied",
     "BackendUnavailable",
     "InvalidConfig",
     "InvalidContent",

@@ -158,6 +158,39 @@ class PolicySettings(BaseModel):
     )
 
 
+class AclRuleSettings(BaseModel):
+    """Principals that may read / write one namespace kind: ``*``, ``owner`` or agent names."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read: list[str] = Field(default_factory=lambda: ["*"])
+    write: list[str] = Field(default_factory=lambda: ["*"])
+
+
+def _default_acl_kinds() -> dict[str, AclRuleSettings]:
+    return {
+        "{agent}_memories": AclRuleSettings(read=["owner"], write=["owner"]),
+        "user_profile": AclRuleSettings(),
+        "domain_facts": AclRuleSettings(),
+        "shared_context": AclRuleSettings(),
+        "docs": AclRuleSettings(read=["*"], write=[]),
+    }
+
+
+class AclSettings(BaseModel):
+    """Access control per namespace kind (see memory.policy.acl), enforced by MemoryManager."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    kinds: dict[str, AclRuleSettings] = Field(default_factory=_default_acl_kinds)
+    unlisted: Literal["allow", "deny"] = Field("allow", description="kinds no rule names")
+    operators: list[str] = Field(
+        default_factory=lambda: ["memctl", "mcp", "operator"],
+        description="actor labels (before the first ':') that are never restricted",
+    )
+
+
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
@@ -172,6 +205,7 @@ class MemorySettings(BaseSettings):
     index_memory_mb: float = Field(
         1024.0, gt=0, description="SQLite backend: memory for loaded namespace partitions (vectors + keywords); "
         "least recently used ones are evicted above it and loaded again on demand")
+    acl: AclSettings = Field(default_factory=AclSettings)
     max_content_chars: int = Field(20_000, ge=1)
     context_weight: float = Field(
         0.4, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"

@@ -176,6 +176,7 @@ class MemoryStore(StoreSupport, BaseStore):
         self._lock = threading.RLock()
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
+        self._audit: Any = None  # opened by for_actor (denials are audited)
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -434,10 +435,25 @@ class MemoryStore(StoreSupport, BaseStore):
         b = replace(b, vector=max(0.0, cos), sim=sim, score=b.score + cfg.alpha * (sim - b.sim))
         return SearchHit(h.record, b), cos
 
+    def for_actor(self, actor: Any) -> BaseStore:
+        """A view of this store for one actor (``memory.policy.manager.Actor``) under the access
+        rules of ``settings.acl``: another agent's private namespaces are refused (audited in this
+        file's audit log). See :mod:`memory.store_acl`."""
+        from memory.policy.access import AccessControl
+        from memory.policy.audit import AuditLog
+        from memory.store_acl import ActorStoreView
+
+        if self._audit is None:
+            self._audit = AuditLog(self.service.settings.path)
+        return ActorStoreView(self, actor, AccessControl.from_settings(self.service.settings.acl, self._audit))
+
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Stop the sweeper; close the service if this store built it."""
         self.stop_ttl_sweeper(timeout=5)
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
         if self._owns:
             self.service.close()
 

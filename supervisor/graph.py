@@ -46,6 +46,8 @@ from langgraph.types import Checkpointer, Command
 from agents.base import AgentResult, SubAgent
 from memory.policy.audit import AuditLog
 from memory.policy.manager import MemoryManager
+from memory.policy.routing import steer_intent
+from memory.policy.tools import make_memory_tools
 from memory.service import MemoryService
 from supervisor.context import SupervisorContext
 from supervisor.nodes import (
@@ -58,6 +60,7 @@ from supervisor.nodes import (
     message_text,
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
+from supervisor.shared import run_memory_tool, steer_offline
 from supervisor.state import SupervisorState
 from supervisor.guard import check_agent_tools, without_store
 from supervisor.journal import WriteJournal
@@ -154,6 +157,8 @@ def build_supervisor_graph(
     always_on: tuple[str, ...] = ALWAYS_ON,
     write_behind: bool | None = None,
     store: BaseStore | None = None,
+    transcript: Any = None,
+    memory_tools: bool = True,
 ) -> CompiledStateGraph:
     """Compile the Supervisor graph.
 
@@ -175,6 +180,10 @@ def build_supervisor_graph(
     Every memory write is committed to the store's write journal (``<path>.pending``,
     :mod:`supervisor.journal`) before it is applied; building the graph applies what an earlier
     process left there.
+        memory_tools: bind the memory tools (:func:`memory.policy.tools.make_memory_tools`) to the
+            Supervisor's model, next to the handoff tools (never to sub-agents).
+        transcript: a :class:`memory.transcript.GroupTranscript`: the entry node appends each user
+            message to it and injects the group's other recent messages (any process's).
 
     Returns:
         A compiled graph with ``context_schema=SupervisorContext``; invoke it with
@@ -193,7 +202,11 @@ def build_supervisor_graph(
     journal = WriteJournal.for_store(mm.settings.path)
     _replay_on_open(mm, journal)
     handoff_tools = [make_handoff_tool(a) for a in agents]
-    bound = bind_tools_or_explain(chat, handoff_tools, "the Supervisor's") if chat is not None else None
+    # The Supervisor (never a sub-agent) also gets the memory tools, so the user can steer memory
+    # in chat: "what do you remember about me", "forget that", "that's wrong", "for the whole team".
+    mem_tools = {t.name: t for t in make_memory_tools(mm)} if chat is not None and memory_tools else {}
+    bound = (bind_tools_or_explain(chat, [*handoff_tools, *mem_tools.values()], "the Supervisor's")
+             if chat is not None else None)
     for a in agents:
         model_of = getattr(a, "model", None)
         if isinstance(model_of, BaseChatModel) and a.tools:
@@ -213,6 +226,11 @@ def build_supervisor_graph(
         over = (state.get("handoffs") or 0) >= max_handoffs
         if bound is None:
             plan = state.get("plan")
+            steering = steer_intent(last_user_message(state)) if plan is None else None
+            if steering is not None:  # memory the user steers, offline: no agent is involved
+                answer = steer_offline(mm, steering, state, config, runtime)
+                return Command(goto=END, update={"messages": [AIMessage(answer, name="supervisor")], "plan": {},
+                                                 **finish_writes(wb, state, config, runtime)})
             if plan is None:
                 p = semantic.plan(last_user_message(state))  # type: ignore[union-attr]
                 if runtime.stream_writer is not None:
@@ -233,7 +251,9 @@ def build_supervisor_graph(
         todo, extra = [], []
         for tc in ai.tool_calls:
             agent = tc["name"][len(HANDOFF_PREFIX):] if tc["name"].startswith(HANDOFF_PREFIX) else None
-            if agent in by_name and not over:
+            if tc["name"] in mem_tools and not over:  # run now; the model sees the result next
+                extra.append(run_memory_tool(mem_tools[tc["name"]], tc, config))
+            elif agent in by_name and not over:
                 task = str((tc.get("args") or {}).get("task") or last_user_message(state))
                 todo.append({"agent": agent, "task": task, "tool_call_id": tc["id"]})
             else:
@@ -241,7 +261,7 @@ def build_supervisor_graph(
                 extra.append(ToolMessage(f"ERROR: {why}", tool_call_id=tc["id"], name=tc["name"], status="error"))
         if todo:
             return goto_next(state, todo, {"messages": [ai, *extra]})
-        if extra:  # only bad calls: tell the model and let it try again
+        if extra:  # memory tool results or bad calls: back to the model
             return Command(goto="supervisor", update={"messages": [ai, *extra], "handoffs": (state.get("handoffs") or 0) + 1})
         return Command(goto=END, update={"messages": [ai], **finish_writes(wb, state, config, runtime)})
 
@@ -265,7 +285,7 @@ def build_supervisor_graph(
         return run_agent
 
     g = StateGraph(SupervisorState, context_schema=SupervisorContext)
-    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb, journal))
+    g.add_node("memory_entry", make_entry_node(mm, budget, always_on, wb, journal, transcript))
     g.add_node("supervisor", supervisor, destinations=(*(f"memory_pre_{n}" for n in names), "supervisor", END))
     for a in agents:
         g.add_node(f"memory_pre_{a.name}", make_pre_node(mm, a.name, budget, always_on, wb))

@@ -43,13 +43,14 @@ from memory.errors import MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import RouteDecision, agent_namespace
+from memory.policy.routing import RouteDecision, agent_namespace, steer_intent
 from memory.policy.summarize import summarize as summarize_block
 from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.journal import JournalEntry, WriteJournal
 from supervisor.router import split_sentences
+from supervisor.shared import fit_always_on_first, group_context, publish_findings
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -228,7 +229,8 @@ def finish_writes(wb: WriteBehind | None, state: SupervisorState, config: Runnab
 def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespace], top_k: int) -> list[SearchHit]:
     """Profile and definitions are few and always matter: every memory of these namespaces
     competes (no similarity floor, no relative cut) and the query only orders them. One search
-    (one audit row) for all of them; audited like ``recall``."""
+    (one audit row) for all of them; audited and access-checked like ``recall``."""
+    mm.access.check(s.actor, "read", nss, now=s.now)
     hits = mm.service.search(query, nss, top_k=top_k * len(nss), min_sim=0.0, now=s.now)
     keys = [ns_key(n) for n in nss]
     s.guard("audit", lambda: mm.audit.record(AuditEvent(
@@ -264,6 +266,7 @@ def _inject(mm: MemoryManager, s: _Step, hits: list[SearchHit], goal: str, budge
     if not hits or budget <= 0:
         s.emit("injected", tokens=0, budget=budget, text="", used=[])
         return ""
+    hits = fit_always_on_first(hits, budget, always_on, goal)  # profile/definitions are never crowded out
     if mm.settings.policy.injection == "compact":  # progressive disclosure: one line per memory
         text = compact_block(hits, goal, budget, whole=lambda h: h.record.namespace[0] in always_on)
         used = [h.record.id for h in hits if f" {h.record.id[:ID_CHARS]}]" in text]
@@ -283,7 +286,7 @@ _TURN_RESET: dict[str, Any] = {"artifacts": {}, "plan": None, "pending": [], "ac
 
 def make_entry_node(manager: MemoryManager, budget: int,
                     always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
-                    journal: WriteJournal | None = None) -> Callable[..., dict[str, Any]]:
+                    journal: WriteJournal | None = None, transcript: Any = None) -> Callable[..., dict[str, Any]]:
     anonymous = manager.settings.policy.anonymous
 
     def memory_entry(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
@@ -305,6 +308,10 @@ def make_entry_node(manager: MemoryManager, budget: int,
         writes = [(sentence, d) for sentence in split_sentences(text)
                   for d in [s.guard("route", lambda sentence=sentence: manager.route(sentence, uid, role="user"))]
                   if d is not None and d.should_write and d.write_namespace is not None]
+        steering = steer_intent(text)
+        if steering is not None:  # "forget that", "remember this for the team": the Supervisor acts on it
+            s.emit("steer", intent=steering.kind, text=steering.text)
+            writes = []
         routed = _decision(decision, text)
         if writes:
             routed.update(should_write=True,
@@ -326,6 +333,9 @@ def make_entry_node(manager: MemoryManager, budget: int,
         if decision.should_read and text.strip():
             hits = _recall(manager, s, text, decision.read_namespaces, decision.top_k, always_on)
             context = _inject(manager, s, hits, text, budget, always_on)
+        if transcript is not None:  # the group's recent messages, from any process (memory.transcript)
+            group = group_context(transcript, state, s, config)
+            context = "\n\n".join(p for p in (context, group) if p)
         return {"memory_context": context, **turn_reset, **s.update(state, reset=True)}
 
     return memory_entry
@@ -407,6 +417,8 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
                 _emit_written(s, res, e.namespace, e.content, why)
             elif res is _FAILED and jid is not None:
                 s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=e.content, journal=jid)
+        # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
+        publish_findings(manager, s, agent, str(active.get("task", "")), result, handoff, write_behind, _emit_written)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

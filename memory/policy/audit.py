@@ -57,7 +57,7 @@ MAX_LIMIT = 2**62  # SQLite integers are 64-bit: a larger LIMIT raised OverflowE
 FORGOTTEN = "forgotten"
 
 ACTIONS = ("search", "add", "merge", "update", "supersede", "skip", "delete", "restore", "evict", "expire",
-           "forget_user", "redact")
+           "forget_user", "redact", "deny")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from memory import scoring
 from memory.errors import BackendUnavailable, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
+from memory.policy.access import AccessControl
 from memory.policy.audit import AuditEvent, AuditLog
-from memory.policy.forget import ForgetReport, forget_user, scrub
+from memory.policy.forget import ForgetReport, check_user_label, forget_user, scrub, user_namespaces
 from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict
 from memory.policy.llm_judge import LLMJudge
 from memory.policy.paraphrase import get_paraphrase_scorer
@@ -142,6 +143,8 @@ class MemoryManager:
         self.pair_judge = PairJudge(paraphrase=self._paraphrase,
                                     embed=service.embedder.embed_documents if same else None)
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
+        # Who may read/write which namespace (settings.acl); checked before every read and write.
+        self.access = AccessControl.from_settings(self.settings.acl, audit)
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -199,6 +202,7 @@ class MemoryManager:
         check_content_size(content, self.settings.max_content_chars)  # before the PII regexes run
         actor = actor or Actor()
         ns = parse_namespace(namespace)
+        self.access.check(actor, "write", [ns], now=now)
         meta = _metadata(metadata)
         if meta.type == "note" and ns[0] in MEMORY_TYPES:
             # Namespaces like user_profile/u1 name their type; use it when none was given.
@@ -420,6 +424,7 @@ class MemoryManager:
     ) -> list[SearchHit]:
         """Search, drop weak tail hits (relative to the best), audit the search."""
         now = as_now(now)
+        self.access.check(actor, "read", parse_namespaces(namespaces), now=now)
         hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now)
         if hits and self.policy.relative_cut > 0:
             best = max(h.breakdown.sim for h in hits)
@@ -432,6 +437,17 @@ class MemoryManager:
             details={"namespaces": nss, "hits": len(hits),
                      "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]}, ts=now))
         return hits
+
+    def list(self, namespace: NamespaceLike, *, limit: int = 100, actor: Actor | None = None) -> list[MemoryRecord]:
+        """Memories under a namespace (prefix), newest first; access-checked like ``recall``."""
+        self.access.check(actor, "read", [parse_namespace(namespace)])
+        return self.service.list(namespace, limit=limit)
+
+    def get(self, id: str, *, actor: Actor | None = None) -> MemoryRecord:
+        """One memory by id; an agent asking for another agent's private memory gets AccessDenied."""
+        rec = self.service.get(id)
+        self.access.check(actor, "read", [rec.namespace])
+        return rec
 
     def summarize(self, hits: Sequence[SearchHit], goal: str = "", max_tokens: int | None = None) -> str:
         budget = self.policy.summary_max_tokens if max_tokens is None else max_tokens
@@ -446,6 +462,7 @@ class MemoryManager:
         if content is not None:  # validated before the PII regexes run on it
             content = clean_content(content, self.settings.max_content_chars)
         old = self.service.get(id)
+        self.access.check(actor, "write", [old.namespace], now=now)
         if content is not None and self.policy.pii_redaction:
             content = redact(content).text
         new = self.service.update(id, content, metadata, now=now)
@@ -461,6 +478,7 @@ class MemoryManager:
         now = as_now(now)
         id_list = check_ids(ids)
         found = self.service.backend.get(id_list)
+        self.access.check(actor, "write", {r.namespace for r in found}, now=now)
         n = self.service.backend.delete(id_list)
         actor = actor or Actor()
         if hard:  # the text leaves the audit log, the trash and the file's free pages too
@@ -491,6 +509,7 @@ class MemoryManager:
         if got is None:
             raise NotFound(f"memory {id!r} is not in the trash (hard-deleted, never existed, or already restored)")
         rec, kind = got
+        self.access.check(actor, "write", [rec.namespace], now=now)
         vec = self.service.embed_records([rec])
         self.service.backend.upsert([rec], vec)
         self.audit.trash_remove(id)
@@ -507,8 +526,11 @@ class MemoryManager:
         ``user_profile/u1``, ``text2sql_memories/u1``, ``memories/u1/preferences`` ...); see
         :mod:`memory.policy.forget` for what is removed and what the audit log keeps.
         """
+        now = as_now(now)
+        targets = user_namespaces(self.service.backend, self.audit, check_user_label(user_id, position), position)
+        self.access.check(actor, "write", targets, now=now)  # an agent never erases others' private memory
         return forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
-                           now=as_now(now))
+                           now=now)
 
     def close(self) -> None:
         self.service.close()

@@ -72,10 +72,20 @@ def agent_namespace(agent: str | None, user_id: str) -> Namespace:
     return (f"{agent or 'supervisor'}_memories", user_id)
 
 
+SHARED_CONTEXT = "shared_context"
+
+
+def shared_namespace(user_id: str) -> Namespace:
+    """Where agents leave findings for each other (``memory.policy.findings``): shared per user."""
+    return (SHARED_CONTEXT, user_id)
+
+
 def read_namespaces(user_id: str, agent: str | None = None) -> tuple[Namespace, ...]:
-    """Profile and facts always; the agent's own memories when a sub-agent is the target."""
+    """Profile and facts always; the agent's own memories when a sub-agent is the target; the
+    findings agents shared for this user (``shared_context/{user}``)."""
     ns: list[Namespace] = [("user_profile", user_id), ("domain_facts", user_id)]
     ns.append(agent_namespace(agent, user_id))
+    ns.append(shared_namespace(user_id))
     return tuple(ns)
 
 
@@ -167,3 +177,62 @@ class LLMRouter:
             )
         except Exception as exc:  # any model failure: the rules still answer
             return RouteDecision(**{**base.__dict__, "reason": f"{base.reason} (llm router failed: {exc!s:.80})"})
+
+
+# ---------------------------------------------------------------------- memory the user steers
+# Requests about memory itself, recognised in zh and en without a model: what the Supervisor
+# remembers about the user, forget that, correct that, remember for the whole team, undo a forget.
+_STEER: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("recall_me", re.compile(
+        r"\bwhat (?:do|did|else do) you (?:remember|know|recall|have stored) about me\b"
+        r"|\bwhat have you (?:remembered|stored|saved|memori[sz]ed) about me\b|\bwhat do you have on me\b"
+        r"|\bshow (?:me )?(?:my memories|what you remember)"
+        r"|你(?:都|还)?(?:记得|记住了|记着|知道|存了)(?:些)?(?:关于)?我(?:的)?(?:什么|哪些|些什么|啥)"
+        r"|关于我你(?:都)?(?:记得|记住了|知道|存了)(?:什么|哪些|些什么|啥)|你记了我(?:哪些|什么)", re.I)),
+    ("team", re.compile(
+        r"\bremember (?:this|that|it)? ?for (?:the whole|the entire|all the|all of the|our|the) team\b"
+        r"[\s,:;.!-]*(?P<x>.*)"
+        r"|\b(?:let|tell) (?:the whole team|everyone on the team|all the agents|the whole team know)\b"
+        r"[\s,:;.!-]*(?P<y>.*)"
+        r"|(?:记住(?:这个|这条|这点|以下)?[，,\s]*)?(?:让|给)?(?:整个|全)(?:团队|组|队)(?:的人)?(?:都)?(?:要)?(?:记住|知道)"
+        r"(?:这个|这条|这点)?[：:，,。\s]*(?P<z>.*)", re.I | re.S)),
+    ("restore", re.compile(
+        r"\b(?:undo (?:that|it|the (?:forget|deletion))|restore (?:that|it|what you (?:just )?forgot)"
+        r"|bring (?:it|that) back)\b|恢复(?:刚才|那条|它|刚刚)|撤销(?:刚才|刚刚)|撤回(?:刚才|刚刚)", re.I)),
+    ("correct", re.compile(
+        r"\b(?:that's|that is|this is|it's|you're|you are) (?:wrong|not right|incorrect|mistaken)\b"
+        r"[\s,.;:!-]*(?:(?:it|this|that) (?:is|should be)|actually,?|instead,?|rather,?)?\s*(?P<x>.*)"
+        r"|\bcorrection:\s*(?P<y>.+)"
+        r"|(?:^|[，,。\s])(?:不对|错了|搞错了|说错了|记错了|不是这样的?)(?=[，,。！!：:\s]|$|应该|其实)"
+        r"[，,。！!：:\s]*(?:应该是|应该|其实是|实际上是|是|改成|改为)?\s*(?P<z>.*)"
+        r"|更正[：:]\s*(?P<w>.+)", re.I | re.S)),
+    ("forget", re.compile(
+        r"\b(?:please\s+)?(?:forget|stop remembering|erase|delete) (?:that|this|it|what i (?:just )?said)\b"
+        r"(?: memory)?[\s,:;.!-]*(?P<x>.*)"
+        r"|(?:(?<![别不要能])(?:忘掉|忘记|忘了)(?=这|那|刚才|吧|它|我)|(?:别记住?|不要记住?|删掉|删除)(?=这|那|刚才|了))"
+        r"(?:这条|那条|这个|那个|刚才(?:那条|说的|的)?|吧|它|了)?(?:记忆)?[，,：:\s]*(?P<y>.*)", re.I | re.S)),
+)
+_TRIM = re.compile(r"^[\s，,。.：:;；!！-]+|[\s，,。.：:;；!！]+$")
+
+
+@dataclass(frozen=True)
+class SteerIntent:
+    """A request about memory itself: ``kind`` and the text it carries (the correction, the fact
+    for the team, what to forget), empty when the message only points back ("forget that")."""
+
+    kind: Literal["recall_me", "team", "restore", "correct", "forget"]
+    text: str = ""
+
+
+def steer_intent(message: str) -> SteerIntent | None:
+    """Recognise a memory-steering request in zh or en. Pure."""
+    text = message.strip()
+    if not text:
+        return None
+    for kind, rx in _STEER:
+        m = rx.search(text)
+        if m is None:
+            continue
+        carried = next((v for v in m.groupdict().values() if v), "")
+        return SteerIntent(kind, _TRIM.sub("", carried))  # type: ignore[arg-type]
+    return None

@@ -1,4 +1,6 @@
-"""LangChain tools for the Supervisor: memory_search / write / update / delete / route / summarize.
+"""LangChain tools for the Supervisor: memory_search / write / update / delete / route / summarize,
+and for memory the user steers: memory_list ("what do you remember about me"), memory_restore
+(undo a forget), memory_share ("remember this for the whole team").
 
 Namespaces are filled from the graph's user id (``configurable.user_id`` or
 ``configurable.langgraph_user_id``, else ``context.user_id``); the model never chooses a user.
@@ -19,7 +21,8 @@ from langchain_core.tools import BaseTool, tool
 from memory.errors import MemoryLayerError
 from memory.policy.identity import scope_label
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import read_namespaces
+from memory.policy.routing import read_namespaces, shared_namespace
+from memory.policy.steer import user_namespaces
 
 ANONYMOUS = "anonymous"  # kept for compatibility; no longer a shared namespace (see scope_label)
 OFF = ("memory is off for this caller: no user id (pass configurable.user_id or context.user_id; "
@@ -37,9 +40,9 @@ def user_id_from_config(config: RunnableConfig | None, anonymous: str = "thread"
     return scope_label(uid, conf.get("thread_id"), anonymous)
 
 
-def _actor(config: RunnableConfig | None) -> Actor:
+def _actor_of(config: RunnableConfig | None, who: str = "supervisor") -> Actor:
     conf = (config or {}).get("configurable", {}) or {}
-    return Actor(agent="supervisor", thread_id=conf.get("thread_id"), run_id=str((config or {}).get("run_id") or "") or None)
+    return Actor(agent=who, thread_id=conf.get("thread_id"), run_id=str((config or {}).get("run_id") or "") or None)
 
 
 def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
@@ -48,12 +51,18 @@ def _ns(mtype: str, uid: str, agent: str | None = None) -> tuple[str, str]:
     return (f"{agent or 'supervisor'}_memories", uid)
 
 
-def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
-    """Tools bound to one manager. Errors come back as text the model can act on."""
+def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor") -> list[BaseTool]:
+    """Tools bound to one manager. Errors come back as text the model can act on.
+
+    ``acting_for`` is the actor label the access rules (settings.acl) judge every call by: the
+    Supervisor by default; ``"agent:<name>"`` gives tools that can reach only what that agent may."""
     mode = manager.settings.policy.anonymous
 
     def who(config: RunnableConfig | None) -> str | None:
         return user_id_from_config(config, mode)
+
+    def _actor(config: RunnableConfig | None) -> Actor:  # every call acts for ``acting_for``
+        return _actor_of(config, acting_for)
 
     @tool
     def memory_search(query: str, config: RunnableConfig, top_k: int = 5, agent: str | None = None) -> str:
@@ -88,7 +97,7 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
         if uid is None:
             return OFF
         try:
-            rec = manager.service.get(memory_id)
+            rec = manager.get(memory_id, actor=_actor(config))
             if rec.namespace[1:2] != (uid,):
                 return "memory_update failed: that memory belongs to another user"
             new = manager.update(memory_id, content, actor=_actor(config), reason="memory_update tool")
@@ -103,7 +112,7 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
         if uid is None:
             return OFF
         try:
-            rec = manager.service.get(memory_id)
+            rec = manager.get(memory_id, actor=_actor(config))
             if rec.namespace[1:2] != (uid,):
                 return "memory_delete failed: that memory belongs to another user"
             n = manager.delete(memory_id, actor=_actor(config), reason="memory_delete tool")
@@ -133,7 +142,44 @@ def make_memory_tools(manager: MemoryManager) -> list[BaseTool]:
             return f"memory_summarize failed: {exc}"
         return manager.summarize(hits, goal, max_tokens) or "(nothing relevant in memory)"
 
-    return [memory_search, memory_write, memory_update, memory_delete, memory_route, memory_summarize]
+    @tool
+    def memory_list(config: RunnableConfig) -> str:
+        """Everything remembered about the user (profile, definitions, what the team shares): for
+        "what do you remember about me". Returns JSON with ids (for memory_update / memory_delete)."""
+        uid = user_id_from_config(config)
+        try:
+            recs = [r for ns in user_namespaces(uid) for r in manager.list(ns, limit=50, actor=_actor(config))]
+        except MemoryLayerError as exc:
+            return f"memory_list failed: {exc}"
+        return json.dumps([{"id": r.id, "content": r.content, "kind": r.namespace[0]} for r in recs],
+                          ensure_ascii=False)
+
+    @tool
+    def memory_restore(memory_id: str, config: RunnableConfig) -> str:
+        """Bring back one of the user's memories that was deleted or replaced (undo a forget or a correction)."""
+        uid = user_id_from_config(config)
+        got = manager.audit.trash_get(memory_id)
+        if got is None or uid not in got[0].namespace[1:]:
+            return "memory_restore failed: no deleted memory of this user has that id"
+        try:
+            rec = manager.restore(memory_id, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_restore failed: {exc}"
+        return json.dumps({"status": "restored", "id": rec.id, "content": rec.content}, ensure_ascii=False)
+
+    @tool
+    def memory_share(content: str, config: RunnableConfig) -> str:
+        """Remember something for the whole team: every agent working for this user will receive it."""
+        uid = user_id_from_config(config)
+        try:
+            res = manager.remember(content, shared_namespace(uid), {"type": "domain_facts", "source": "user",
+                                                                     "extra": {"team": True}}, actor=_actor(config))
+        except MemoryLayerError as exc:
+            return f"memory_share failed: {exc}"
+        return json.dumps({"status": res.status, "id": res.id}, ensure_ascii=False)
+
+    return [memory_search, memory_write, memory_update, memory_delete, memory_route, memory_summarize,
+            memory_list, memory_restore, memory_share]
 
 
 __all__ = ["ANONYMOUS", "make_memory_tools", "user_id_from_config"]

@@ -1,0 +1,125 @@
+"""Publishing an agent's findings to ``shared_context/{user}`` after a handoff (issue 15).
+
+The post-node calls :func:`publish_findings` once per handoff: the definitions, table choices and
+computed figures :func:`memory.policy.findings.findings` draws from the agent's answer are written
+through the write policy (dedupe / merge, audit, access rules) into the user's shared context,
+where every later pre-node — the next agent of this run, or any agent in a later session —
+searches them. With write-behind they are queued like the agent's own items, and the next
+pre-node's barrier waits for them (the namespace is one it reads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory.namespace import ns_key
+from memory.policy.findings import findings
+from memory.policy.manager import MemoryManager
+from memory.policy.routing import shared_namespace
+from supervisor.writebehind import WriteBehind
+
+
+def publish_findings(manager: MemoryManager, s: Any, agent: str, task: str, result: dict[str, Any],
+                     handoff: str, write_behind: WriteBehind | None, emit_written: Any) -> int:
+    """Write the findings of one agent result; returns how many were written or queued."""
+    if result.get("error"):
+        return 0  # a failed step's answer is not a finding
+    found = findings(agent, task, str(result.get("text") or ""), tuple(result.get("memory_items") or ()))
+    ns = shared_namespace(s.user_id)
+    for f in found:
+        meta = {"type": f.memory_type, "source": agent, "agent": agent,
+                "extra": {"finding": f.kind, "task": task[:300], "handoff": handoff}}
+        why = f"shared finding ({f.kind}) from {agent}"
+
+        def write(text: str = f.text, meta: dict[str, Any] = meta, why: str = why) -> Any:
+            return manager.remember(text, ns, meta, actor=s.actor, now=s.now, reason=why)
+
+        if write_behind is not None:
+            write_behind.submit(ns, write, incoming=f.text, route_reason=why, origin=f"post:{agent}")
+            s.emit("queued", namespace=ns_key(ns), incoming=f.text, route_reason=why)
+            continue
+        res = s.guard("write " + ns_key(ns), write)
+        if res is not None:
+            emit_written(s, res, ns, f.text, why, finding=f.kind)
+    return len(found)
+
+
+__all__ = ["publish_findings"]
+
+
+def group_context(transcript: Any, state: dict[str, Any], s: Any, config: Any, *, n: int = 20,
+                  max_tokens: int = 200) -> str:
+    """Entry node, with a :class:`memory.transcript.GroupTranscript`: append the user's message to
+    the group's transcript (thread = ``configurable.group_id``, else the LangGraph thread) and
+    return the compact block of the *other* recent messages, written by any process."""
+    from langchain_core.messages import HumanMessage
+
+    conf = (config or {}).get("configurable", {}) or {}
+    group = str(conf.get("group_id") or conf.get("thread_id") or "main")
+    last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
+    mine: tuple[str, ...] = ()
+    if last is not None and str(last.content).strip():
+        mid = str(last.id or f"{group}:{hash(str(last.content))}")
+        s.guard("transcript append", lambda: transcript.append(mid, s.user_id, "user", str(last.content),
+                                                               ts=s.now, thread=group))
+        mine = (mid,)
+    text = s.guard("transcript read", lambda: transcript.summary(n, max_tokens=max_tokens, thread=group,
+                                                                 exclude=mine), "") or ""
+    s.emit("group_transcript", thread=group, text=text)
+    return text
+
+
+def steer_offline(mm: MemoryManager, intent: Any, state: dict[str, Any], config: Any, runtime: Any) -> str:
+    """The no-model Supervisor carrying out a steering request (:mod:`memory.policy.steer`)."""
+    from langchain_core.messages import HumanMessage
+
+    from memory.policy.manager import Actor
+    from memory.policy.steer import steer
+    from supervisor.context import resolve_now, resolve_user_id
+
+    ctx = getattr(runtime, "context", None)
+    conf = (config or {}).get("configurable", {}) or {}
+    run_id = (config or {}).get("run_id")
+    actor = Actor(agent="supervisor:steer", thread_id=conf.get("thread_id"), run_id=str(run_id) if run_id else None)
+    humans = [str(m.content) for m in state.get("messages") or [] if isinstance(m, HumanMessage)]
+    return steer(mm, intent, resolve_user_id(ctx, config), actor, message=humans[-1] if humans else "",
+                 previous_user_message=humans[-2] if len(humans) > 1 else "", now=resolve_now(ctx))
+
+
+def run_memory_tool(tool: Any, call: dict[str, Any], config: Any) -> Any:
+    """Run one memory tool call of the Supervisor's model; always a ToolMessage (errors as text)."""
+    from langchain_core.messages import ToolMessage
+
+    try:
+        out = tool.invoke({"name": call["name"], "args": call.get("args") or {}, "id": call["id"],
+                           "type": "tool_call"}, config)
+    except Exception as exc:  # noqa: BLE001 - bad arguments from the model: tell it, do not crash the turn
+        return ToolMessage(f"ERROR: {call['name']}: {type(exc).__name__}: {exc}", tool_call_id=call["id"],
+                           name=call["name"], status="error")
+    if isinstance(out, ToolMessage):
+        return out
+    return ToolMessage(str(out), tool_call_id=call["id"], name=call["name"])
+
+
+def fit_always_on_first(hits: list[Any], budget: int, always_on: tuple[str, ...], goal: str = "") -> list[Any]:
+    """The hits an injection under ``budget`` tokens should consider, with profile and definitions
+    (``always_on`` kinds) guaranteed a place: when everything does not fit, the lowest-scored
+    other memories (agents' SQL, shared findings, conclusions — often long) are dropped first.
+    Without this, three long findings can crowd the user's standing preference out of the budget.
+    The cost of a memory is estimated like the summary's bullet line (content + a date/type/source tag)."""
+    from memory.text import count_tokens
+
+    def cost(h: Any) -> int:
+        return count_tokens(h.record.content) + 16
+
+    total = count_tokens(goal) + 8 + sum(cost(h) for h in hits)
+    if total <= budget:
+        return hits
+    first = [h for h in hits if h.record.namespace[0] in always_on]
+    used = count_tokens(goal) + 8 + sum(cost(h) for h in first)
+    keep = {id(h) for h in first}
+    for h in sorted((h for h in hits if id(h) not in keep), key=lambda h: -h.score):
+        if used + cost(h) <= budget:
+            keep.add(id(h))
+            used += cost(h)
+    return [h for h in hits if id(h) in keep]
