@@ -50,7 +50,7 @@ from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.journal import JournalEntry, WriteJournal
 from supervisor.router import split_sentences
-from supervisor.shared import fit_always_on_first, group_context, publish_findings
+from supervisor.shared import finding_entries, fit_always_on_first, group_context
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -401,6 +401,8 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
             meta = {"type": d.memory_type, "source": agent, "agent": agent,
                     "extra": {"task": str(active.get("task", ""))[:300], "handoff": handoff}}
             todo.append((JournalEntry(ns, item, meta, s.actor, d.reason, s.now), d.reason))
+        # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
+        todo.extend(finding_entries(s, agent, str(active.get("task", "")), result, handoff))
         # Durable before this node returns: a crash from here on loses nothing (replayed on the
         # next open of the store by any process, see supervisor.journal).
         jids = journal_writes(s, manager, journal, [e for e, _ in todo])
@@ -417,8 +419,6 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
                 _emit_written(s, res, e.namespace, e.content, why)
             elif res is _FAILED and jid is not None:
                 s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=e.content, journal=jid)
-        # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
-        publish_findings(manager, s, agent, str(active.get("task", "")), result, handoff, write_behind, _emit_written)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

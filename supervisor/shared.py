@@ -1,6 +1,6 @@
 """Publishing an agent's findings to ``shared_context/{user}`` after a handoff (issue 15).
 
-The post-node calls :func:`publish_findings` once per handoff: the definitions, table choices and
+The post-node calls :func:`finding_entries` once per handoff: the definitions, table choices and
 computed figures :func:`memory.policy.findings.findings` draws from the agent's answer are written
 through the write policy (dedupe / merge, audit, access rules) into the user's shared context,
 where every later pre-node — the next agent of this run, or any agent in a later session —
@@ -12,39 +12,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory.namespace import ns_key
 from memory.policy.findings import findings
 from memory.policy.manager import MemoryManager
 from memory.policy.routing import shared_namespace
-from supervisor.writebehind import WriteBehind
+from supervisor.journal import JournalEntry
 
 
-def publish_findings(manager: MemoryManager, s: Any, agent: str, task: str, result: dict[str, Any],
-                     handoff: str, write_behind: WriteBehind | None, emit_written: Any) -> int:
-    """Write the findings of one agent result; returns how many were written or queued."""
-    if result.get("error"):
-        return 0  # a failed step's answer is not a finding
+def finding_entries(s: Any, agent: str, task: str, result: dict[str, Any],
+                    handoff: str) -> list[tuple[JournalEntry, str]]:
+    """The writes (entry, reason) for one agent result's findings. The post node journals and
+    applies them with the agent's own items, so they are as durable as those (supervisor.journal)."""
+    if result.get("error") or s.user_id is None:
+        return []  # a failed step's answer is not a finding; no user, no shared context
     found = findings(agent, task, str(result.get("text") or ""), tuple(result.get("memory_items") or ()))
     ns = shared_namespace(s.user_id)
+    out: list[tuple[JournalEntry, str]] = []
     for f in found:
         meta = {"type": f.memory_type, "source": agent, "agent": agent,
                 "extra": {"finding": f.kind, "task": task[:300], "handoff": handoff}}
         why = f"shared finding ({f.kind}) from {agent}"
-
-        def write(text: str = f.text, meta: dict[str, Any] = meta, why: str = why) -> Any:
-            return manager.remember(text, ns, meta, actor=s.actor, now=s.now, reason=why)
-
-        if write_behind is not None:
-            write_behind.submit(ns, write, incoming=f.text, route_reason=why, origin=f"post:{agent}")
-            s.emit("queued", namespace=ns_key(ns), incoming=f.text, route_reason=why)
-            continue
-        res = s.guard("write " + ns_key(ns), write)
-        if res is not None:
-            emit_written(s, res, ns, f.text, why, finding=f.kind)
-    return len(found)
+        out.append((JournalEntry(ns, f.text, meta, s.actor, why, s.now), why))
+    return out
 
 
-__all__ = ["publish_findings"]
+__all__ = ["finding_entries"]
 
 
 def group_context(transcript: Any, state: dict[str, Any], s: Any, config: Any, *, n: int = 20,

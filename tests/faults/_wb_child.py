@@ -89,7 +89,8 @@ def main(store: str, run: int, handoffs: int, per: int, slow_ms: int) -> None:
     for part in graph.stream({"messages": [("user", "note the findings")]},
                              {"configurable": {"thread_id": f"run-{run}", "user_id": USER}}, stream_mode="custom"):
         ev = part.get("memory") if isinstance(part, dict) else None
-        if ev and ev.get("kind") == "queued":
+        # The agent's items (findings it also publishes to shared_context go through the same journal).
+        if ev and ev.get("kind") == "queued" and ev["incoming"] in ITEMS:
             print("QUEUED", ev["journal"], ITEMS.index(ev["incoming"]), flush=True)
     print("DONE", flush=True)
 

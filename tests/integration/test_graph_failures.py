@@ -76,18 +76,21 @@ def test_embedder_connection_error_does_not_break_the_run(manager, flaky, tmp_pa
     out = team.say("u1", "t2", "查一下2024年华东地区每个月的 GMV", query_task="2024年华东地区每月 GMV")
     assert out["messages"][-1].content == "done" and out["artifacts"]["sql"] == SQL  # the handoff ran
     journal = WriteJournal.for_store(manager.settings.path)
-    assert len(journal) == 2  # the preference and text2sql's SQL, kept for a retry
+    # the preference, text2sql's SQL and the finding it publishes to shared_context, kept for a retry
+    assert len(journal) == 3
     flaky.down = False  # the service is back: the next turn applies both, once
     out = team.say("u1", "t3", "查一下2024年华东地区每个月的 GMV", query_task="2024年华东地区每月 GMV")
     assert out["memory_errors"] == [] and len(journal) == 0
     assert contents(manager, "user_profile/u1") == [PREF]
     assert len(manager.service.list("text2sql_memories/u1")) == 1
+    assert len(manager.service.list("shared_context/u1")) == 1
     assert "万元" in injected(team.agent_input("text2sql"))
 
 
 def test_backend_down_queues_writes_and_replays_them(manager, tmp_path, monkeypatch):
     backend = manager.service.backend
-    real_upsert = backend.upsert
+    # Every SQLite write (plain upsert and the policy's compare-and-write) goes through _upsert.
+    real_upsert = backend._upsert
     state = {"down": True}
 
     def upsert(*a: Any, **k: Any) -> Any:
@@ -95,7 +98,7 @@ def test_backend_down_queues_writes_and_replays_them(manager, tmp_path, monkeypa
             raise BackendUnavailable("store down (injected)")
         return real_upsert(*a, **k)
 
-    monkeypatch.setattr(backend, "upsert", upsert)
+    monkeypatch.setattr(backend, "_upsert", upsert)
     team = Team(manager, tmp_path)
     out = team.say("u1", "t1", PREF, final="好的")
     assert out["messages"][-1].content == "好的" and any("BackendUnavailable" in e for e in errors_of(out))
