@@ -96,7 +96,7 @@ def evaluate(cands: list[Any], cfg: ScoringSettings) -> dict[str, float]:
     weights = RerankWeights.from_scoring(cfg)
     ranks = []
     for q, now, cs in cands:
-        hits = rerank(scoring.score_candidates(cs, now, cfg), plan_query(q.question, now), weights)
+        hits = rerank(scoring.score_candidates(cs, now, cfg, q.question), plan_query(q.question, now), weights)
         ev = set(q.evidence)
         ranks.append(next((i for i, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in ev), None))
     n = len(ranks)

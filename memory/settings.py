@@ -46,6 +46,9 @@ class ScoringSettings(BaseModel):
     vector_weight: float = Field(0.5, ge=0, le=1, description="share of sim from the vector channel")
     vector_floor: float = Field(0.8, ge=0, le=1, description="sim >= vector_floor * vector (keywords never bury a strong vector match)")
     bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
+    language_fusion: bool = Field(
+        True, description="keyword evidence counts only among memories in the query's script; the others get "
+        "the keyword part their vector score earns among those (memory.scoring)")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")
