@@ -43,9 +43,9 @@ class ScoringSettings(BaseModel):
     beta: float = Field(0.05, ge=0)
     gamma: float = Field(0.05, ge=0)
     decay_lambda: float = Field(0.01, ge=0, description="per day; 0.01 halves in ~69 days")
-    vector_weight: float = Field(0.5, ge=0, le=1, description="share of sim from the vector channel")
+    vector_weight: float = Field(0.6, ge=0, le=1, description="share of sim from the vector channel")
     vector_floor: float = Field(0.8, ge=0, le=1, description="sim >= vector_floor * vector (keywords never bury a strong vector match)")
-    bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
+    bm25_k: float = Field(1.0, gt=0, description="BM25 saturation constant for the keyword part")
     language_fusion: bool = Field(
         True, description="keyword evidence counts only among memories in the query's script; the others get "
         "the keyword part their vector score earns among those (memory.scoring)")
