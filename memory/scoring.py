@@ -124,7 +124,9 @@ def score_candidates(
     wv = cfg.vector_weight if (has_vector and has_keyword) else (1.0 if has_vector else 0.0)
     vecs = [max(0.0, c.vector_score or 0.0) for c in candidates]
     kws = [keyword_part(c.keyword_score, max_bm25, cfg.bm25_k) for c in candidates]
-    if query is not None and cfg.language_fusion and has_vector and has_keyword:
+    # Only when both channels count: with vector_weight 0 (a keyword-only search) imputing would
+    # turn vector scores into keyword evidence.
+    if query is not None and cfg.language_fusion and has_vector and has_keyword and 0.0 < wv < 1.0:
         qh = han_share(query)
         kws = impute_keywords(vecs, kws, [keyword_visibility(qh, han_share(c.record.content)) for c in candidates])
     hits = []

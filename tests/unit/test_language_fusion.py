@@ -64,3 +64,12 @@ def test_one_script_store_is_scored_exactly_as_plain_fusion():
     aware = scoring.score_candidates(cands, NOW, ScoringSettings(), q)
     plain = scoring.score_candidates(cands, NOW, ScoringSettings(language_fusion=False), q)
     assert [(h.record.id, h.breakdown.sim) for h in aware] == [(h.record.id, h.breakdown.sim) for h in plain]
+
+
+def test_keyword_only_search_imputes_nothing():
+    # vector_weight 0 is a BM25-only search: the Chinese memory must not borrow keyword evidence
+    # from its vector score.
+    hits = scoring.score_candidates(_cands(), NOW, ScoringSettings(vector_weight=0.0, vector_floor=0.0), "amounts?")
+    by_id = {h.record.id: h.breakdown for h in hits}
+    assert by_id["zh"].keyword == 0.0 and by_id["zh"].sim == 0.0
+    assert hits[0].record.id == "en_weak"
