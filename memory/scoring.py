@@ -71,7 +71,10 @@ def han_share(text: str) -> float:
     A leading ``"Speaker: "`` is ignored: a Latin name says nothing about the language of what
     follows ("Fang: 以后报表...").
     """
-    body = _SPEAKER.sub("", text, count=1)
+    m = _SPEAKER.match(text)
+    body = text[m.end():] if m else text
+    if body.isascii():  # most memories of an English store: no regex over the whole text
+        return 0.0 if _LATIN_WORD.search(body) else 0.5
     han = len(_HAN.findall(body))
     latin = _LATIN_WORD_WEIGHT * len(_LATIN_WORD.findall(body))
     return han / (han + latin) if han + latin else 0.5
