@@ -105,13 +105,22 @@ def eval_retrieval(
     data: Annotated[Path, typer.Option("--data", help="Directory with turns.jsonl and questions.jsonl")],
     conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    mode: Annotated[str, typer.Option(
+        "--mode", help="hybrid (the configured search), plain (hybrid without language-aware fusion), dense, "
+        "bm25, or several comma-separated / 'all': baselines on the same stored text; the first is the "
+        "top-level result, each is under 'modes'")] = "hybrid",
 ) -> None:
     """Recall@k and MRR of evidence turns (LoCoMo protocol) on a fresh in-memory store."""
-    from memctl.evaluation import run_retrieval_eval
+    from memctl.evaluation import MODES, run_retrieval_eval
     from memory.service import MemoryService
     from memory.settings import MemorySettings
 
     convs = [c.strip() for c in conversations.split(",") if c.strip()] if conversations else None
+    modes = list(MODES) if mode.strip() == "all" else [m.strip() for m in mode.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if not modes or bad:
+        raise InvalidInput(f"--mode {mode!r}: unknown mode {', '.join(bad) or '(none given)'}; "
+                           f"choose from {', '.join(MODES)} or 'all'")
     # The evaluation never touches the user's store: it ingests into an in-memory one.
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryService.from_settings(settings) as svc, _progress() as bar:
@@ -122,15 +131,22 @@ def eval_retrieval(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done)
 
-        result = run_retrieval_eval(svc, data, conversations=convs, progress=progress)
+        result = run_retrieval_eval(svc, data, conversations=convs, modes=modes, progress=progress)
     if as_json:
-        _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config")})
+        _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config", "modes")
+                     if k in result})
         return
     t = Table("slice", "n", "R@5", "R@10", "MRR")
     rows = [("overall", result["overall"])] + list(result["by_category"].items())
     for name, m in rows:
         t.add_row(name, str(m["n"]), f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
     out.print(t)
+    if "modes" in result:
+        t = Table("mode", "slice", "n", "R@5", "R@10", "MRR", title="baselines on the same stored text")
+        for name, res in result["modes"].items():
+            for sl, m in [("overall", res["overall"]), *res["by_category"].items()]:
+                t.add_row(name, sl, str(m["n"]), f"{m['R@5']:.3f}", f"{m['R@10']:.3f}", f"{m['MRR']:.3f}")
+        out.print(t)
     tm = result["timing"]
     out.print(f"ingest {tm['ingest_per_s']}/s, search p50 {tm['search_p50_ms']} ms, p95 {tm['search_p95_ms']} ms")
 

@@ -12,6 +12,10 @@ Protocol (the issue's, kept exact so figures are comparable):
 * questions with empty ``evidence`` and adversarial ones (category 5) are skipped;
 * a question is a hit at k when any evidence ``dia_id`` is among the top k;
   MRR uses the rank of the first evidence turn within the top ``mrr_depth`` (0 beyond).
+
+Baselines (``modes``): the store is ingested once and every mode searches the same stored text
+(turn, speaker and context) through the same service, with the same candidates, query rules,
+decay and boosts; only the similarity differs (:data:`MODES`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ from memory.records import as_utc, utcnow
 from memory.service import MemoryService, NewMemory
 
 ADVERSARIAL = {"5", "adversarial"}
+# Search modes for honest baselines: the scoring settings each one overrides.
+MODES: dict[str, dict[str, Any]] = {
+    "hybrid": {},  # the configured search, as shipped
+    "plain": {"language_fusion": False},  # hybrid without language-aware fusion
+    "dense": {"vector_weight": 1.0, "language_fusion": False},  # vector channel alone
+    "bm25": {"vector_weight": 0.0, "vector_floor": 0.0, "language_fusion": False},  # keyword channel alone
+}
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,35 @@ def _metrics(ranks: list[int | None], ks: tuple[int, ...]) -> dict[str, float | 
     return out
 
 
+def _search_all(svc: MemoryService, questions: list[Question], as_of: dict[str, datetime], depth: int,
+                ks: tuple[int, ...], progress: Callable[[str, int, int], None] | None,
+                stage: str) -> dict[str, Any]:
+    ranks: list[int | None] = []
+    by_cat: dict[str, list[int | None]] = defaultdict(list)
+    by_conv: dict[str, list[int | None]] = defaultdict(list)
+    latencies: list[float] = []
+    for i, q in enumerate(questions, 1):
+        t = time.perf_counter()
+        hits = svc.search(q.question, _ns(q.conversation_id), top_k=depth, min_score=float("-inf"), min_sim=0.0,
+                          now=as_of[q.conversation_id])
+        latencies.append((time.perf_counter() - t) * 1000)
+        evidence = set(q.evidence)
+        rank = next((j for j, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in evidence), None)
+        ranks.append(rank)
+        by_cat[q.category].append(rank)
+        by_conv[q.conversation_id].append(rank)
+        if progress:
+            progress(stage, i, len(questions))
+    lat = sorted(latencies)
+    return {
+        "overall": _metrics(ranks, ks),
+        "by_category": {c: _metrics(r, ks) for c, r in sorted(by_cat.items())},
+        "by_conversation": {c: _metrics(r, ks) for c, r in sorted(by_conv.items())},
+        "search_p50_ms": round(statistics.median(lat), 3) if lat else 0.0,
+        "search_p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 3) if lat else 0.0,
+    }
+
+
 def run_retrieval_eval(
     svc: MemoryService,
     data_dir: str | Path,
@@ -140,8 +180,17 @@ def run_retrieval_eval(
     ks: tuple[int, ...] = (5, 10),
     mrr_depth: int = 50,
     context_turns: int = 2,
+    modes: Iterable[str] = ("hybrid",),
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
+    """Ingest once, then search every question in each of ``modes`` (see :data:`MODES`).
+
+    The top-level keys are the first mode's result; with more than one mode, ``modes`` holds
+    ``{mode: {"overall", "by_category"}}`` for each.
+    """
+    modes = list(dict.fromkeys(modes))
+    if not modes or any(m not in MODES for m in modes):
+        raise InvalidInput(f"unknown search mode in {modes}; choose from {', '.join(MODES)}")
     turns, questions = load_dataset(data_dir)
     if conversations is not None:
         wanted = set(conversations)
@@ -149,7 +198,7 @@ def run_retrieval_eval(
         if unknown:
             raise InvalidInput(f"unknown conversation ids {sorted(unknown)}; known: {sorted(turns)}")
         turns = {c: t for c, t in turns.items() if c in wanted}
-        questions = [q for q in questions if q.conversation_id in wanted]
+    questions = [q for q in questions if q.conversation_id in turns]
     n_turns = sum(len(t) for t in turns.values())
     done = 0
     t0 = time.perf_counter()
@@ -168,39 +217,34 @@ def run_retrieval_eval(
                 progress("ingest", done, n_turns)
     ingest_s = time.perf_counter() - t0
     as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
-
-    ranks: list[int | None] = []
-    by_cat: dict[str, list[int | None]] = defaultdict(list)
-    by_conv: dict[str, list[int | None]] = defaultdict(list)
-    latencies: list[float] = []
     depth = max(max(ks), mrr_depth)
-    for i, q in enumerate(questions, 1):
-        if q.conversation_id not in turns:
-            continue
-        t = time.perf_counter()
-        hits = svc.search(q.question, _ns(q.conversation_id), top_k=depth, min_score=float("-inf"), min_sim=0.0,
-                          now=as_of[q.conversation_id])
-        latencies.append((time.perf_counter() - t) * 1000)
-        evidence = set(q.evidence)
-        rank = next((j for j, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in evidence), None)
-        ranks.append(rank)
-        by_cat[q.category].append(rank)
-        by_conv[q.conversation_id].append(rank)
-        if progress:
-            progress("search", i, len(questions))
-    lat = sorted(latencies)
-    return {
-        "overall": _metrics(ranks, ks),
-        "by_category": {c: _metrics(r, ks) for c, r in sorted(by_cat.items())},
-        "by_conversation": {c: _metrics(r, ks) for c, r in sorted(by_conv.items())},
+    shipped = svc.settings
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for mode in modes:
+            # Only the scoring settings change between modes: same store, same candidates.
+            svc.settings = shipped.model_copy(
+                update={"scoring": shipped.scoring.model_copy(update=MODES[mode])})
+            results[mode] = _search_all(svc, questions, as_of, depth, ks, progress,
+                                        "search" if len(modes) == 1 else f"search ({mode})")
+    finally:
+        svc.settings = shipped
+    first = results[modes[0]]
+    out: dict[str, Any] = {
+        "overall": first["overall"],
+        "by_category": first["by_category"],
+        "by_conversation": first["by_conversation"],
         "timing": {
             "ingest_per_s": round(n_turns / ingest_s, 1) if ingest_s > 0 else 0.0,
-            "search_p50_ms": round(statistics.median(lat), 3) if lat else 0.0,
-            "search_p95_ms": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 3) if lat else 0.0,
+            "search_p50_ms": first["search_p50_ms"],
+            "search_p95_ms": first["search_p95_ms"],
         },
         "config": {"embedding_model": svc.embedder.name, "backend": svc.settings.backend,
-                   "turns": n_turns, "questions": len(ranks)},
+                   "turns": n_turns, "questions": len(questions), "mode": modes[0]},
     }
+    if len(modes) > 1:
+        out["modes"] = {m: {"overall": r["overall"], "by_category": r["by_category"]} for m, r in results.items()}
+    return out
 
 
 # ---------------------------------------------------------------------------- dedupe

@@ -14,6 +14,13 @@ the cases that matter are regular:
 * **"Current value" questions** ("now", "currently", "现在", "目前") want the newest of
   several memories about the same thing (preferences get updated); recency gets a bonus.
 
+* **Current value of a slot** ("now", "目前" questions, not "originally/最初" ones): among the
+  relevant head of the ranking, when two memories state the same slot with different values (the
+  write policy's reading, :func:`memory.policy.reading.read`: a value class whose values differ,
+  with no differing scope such as region or period in the subject part), the newer one gets
+  ``slot_bonus``. In the app the write policy already moves a superseded value to history;
+  this covers stores written without it (imported turns, Markdown notes).
+
 * **Memories that ask** ("Caroline: What pet do you have?") share the question's words but state
   nothing; each hit loses ``question_penalty`` times the share of its text that is questions
   (LoCoMo tuning half: MRR .609 -> .631, R@10 .840 -> .847; zh/en MRR .719 -> .726).
@@ -81,6 +88,12 @@ _WANTS_CURRENT = re.compile(
     r"\b(?:now|currently|current|these\s+days|latest|at\s+the\s+moment|anymore)\b|现在|目前|当前|如今|最新",
     re.I,
 )
+# Question forms that ask about an earlier state ("what was it originally"): no current-value rule.
+_ASKS_PAST = re.compile(
+    r"\b(?:originally|original|initially|at first|previous(?:ly)?|used to|before the change|earlier|prior)\b"
+    r"|最初|最早|原来|原先|之前|以前|起初|一开始|当初",
+    re.I,
+)
 # A memory that states a time: relative phrases, weekdays, months, years, clock times, Chinese
 # dates. Word-set lookups, not one big case-insensitive regex: that cost ~50 us per memory, i.e.
 # several ms for a "when" question over ~100 candidates; this is a few us (and cached).
@@ -112,6 +125,7 @@ class QueryPlan:
     window: tuple[datetime, datetime] | None = None
     wants_time: bool = False
     wants_current: bool = False
+    asks_past: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +140,12 @@ class RerankWeights:
     current: float = 0.05
     speaker: float = 0.2
     question: float = 0.15  # a penalty, times the share of the memory that is a question
+    slot: float = 0.1  # "now" questions: the newer of two relevant memories stating the same slot
 
     @classmethod
     def from_scoring(cls, cfg: ScoringSettings) -> RerankWeights:
         return cls(cfg.window_bonus, cfg.time_bonus, cfg.current_bonus, cfg.speaker_bonus,
-                   cfg.question_penalty)
+                   cfg.question_penalty, cfg.slot_bonus)
 
 
 def _zh_month(tok: str) -> int:
@@ -228,6 +243,7 @@ def plan_query(query: str, now: datetime) -> QueryPlan:
         window=window,
         wants_time=bool(_WANTS_TIME.search(query)),
         wants_current=bool(_WANTS_CURRENT.search(query)),
+        asks_past=bool(_ASKS_PAST.search(query)),
     )
 
 
@@ -324,6 +340,35 @@ def _mentions(text: str, name: str) -> bool:
     return False
 
 
+SLOT_HEAD = 10  # how many of the best hits the current-value rule compares (pairwise, read() cached)
+SLOT_RELEVANT = 0.6  # ... among those whose sim is at least this share of the best one's
+
+
+def same_slot(a: str, b: str) -> bool:
+    """Do two memory texts state the same slot with different values (the write policy's reading)?"""
+    from memory.policy.reading import SCOPE_CLASSES, changed_classes, read
+
+    ra, rb = read(a), read(b)
+    if changed_classes(ra.classes("subject"), rb.classes("subject")) & SCOPE_CLASSES:
+        return False  # another region / period / entity: a different slot
+    return bool(changed_classes(ra.classes(), rb.classes()))
+
+
+def current_values(hits: Sequence[SearchHit]) -> set[str]:
+    """Ids of the head hits that are the newer statement of a slot another head hit states."""
+    head = [h for h in hits[:SLOT_HEAD] if h.breakdown.sim > 0]
+    if len(head) < 2:
+        return set()
+    floor = SLOT_RELEVANT * max(h.breakdown.sim for h in head)
+    head = [h for h in head if h.breakdown.sim >= floor]
+    newer = set()
+    for i, a in enumerate(head):
+        for b in head[i + 1:]:
+            if a.record.created_at != b.record.created_at and same_slot(a.record.content, b.record.content):
+                newer.add((a if a.record.created_at > b.record.created_at else b).record.id)
+    return newer
+
+
 def rerank(hits: Sequence[SearchHit], plan: QueryPlan, weights: RerankWeights) -> list[SearchHit]:
     """Add the plan's bonuses to scored hits (``breakdown.query`` and ``score``) and re-sort.
 
@@ -361,4 +406,12 @@ def rerank(hits: Sequence[SearchHit], plan: QueryPlan, weights: RerankWeights) -
                                                    b.score + extra, b.query + extra))
         out.append(h)
     out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
+    if plan.wants_current and not plan.asks_past and weights.slot:
+        newer = current_values(out)
+        if newer:
+            out = [SearchHit(h.record, ScoreBreakdown(
+                h.breakdown.sim, h.breakdown.vector, h.breakdown.keyword, h.breakdown.decay, h.breakdown.boost,
+                h.breakdown.score + weights.slot, h.breakdown.query + weights.slot)) if h.record.id in newer else h
+                for h in out]
+            out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
     return out

@@ -9,13 +9,28 @@
 The keyword part mixes an absolute saturation (a lone weak match stays weak) with the
 per-query maximum (BM25 scales differ across corpora and backends), so ``sim`` stays in
 [0, 1] and means the same thing on SQLite and Qdrant.
+
+**Language-aware fusion** (``language_fusion``, on by default). BM25 can only see memories
+written in the query's script: an English question shares no term with a Chinese memory, so
+plain fusion gives every Chinese memory keyword 0 and a weak English keyword match outranks
+a good Chinese vector match (zh/en set, en->zh MRR .550 with plain fusion vs .752 dense-only).
+Each memory gets a *keyword visibility* ``vis`` in [0, 1], the chance that a query term and a
+memory term share a script (:func:`han_share` of both texts). Its keyword part becomes
+``vis * keyword + (1 - vis) * imputed``, where ``imputed`` is the keyword part that a visible
+memory with the same vector score has among this query's candidates (a quantile map from the
+visible candidates' vector scores to their keyword parts). So a memory the keyword channel
+cannot see is ranked as the vector channel ranks it, on the same scale as the memories it can
+see. With one script in the store (LoCoMo) every ``vis`` is 1 and nothing changes.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 
 from memory.records import MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
@@ -42,6 +57,52 @@ def keyword_part(bm25: float | None, max_bm25: float, k: float) -> float:
     return (bm25 / (bm25 + k)) * (bm25 / max_bm25)
 
 
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+_SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
+# A Latin word carries about as much as 1.5 Han characters (bigram tokens per word vs per char).
+_LATIN_WORD_WEIGHT = 1.5
+
+
+@lru_cache(maxsize=65536)
+def han_share(text: str) -> float:
+    """Share of a text's keyword material that is Han (Chinese), in [0, 1]; 0.5 when it has neither.
+
+    A leading ``"Speaker: "`` is ignored: a Latin name says nothing about the language of what
+    follows ("Fang: 以后报表...").
+    """
+    m = _SPEAKER.match(text)
+    body = text[m.end():] if m else text
+    if body.isascii():  # most memories of an English store: no regex over the whole text
+        return 0.0 if _LATIN_WORD.search(body) else 0.5
+    han = len(_HAN.findall(body))
+    latin = _LATIN_WORD_WEIGHT * len(_LATIN_WORD.findall(body))
+    return han / (han + latin) if han + latin else 0.5
+
+
+def keyword_visibility(query_han: float, memory_han: float) -> float:
+    """Chance that a query term and a memory term are in the same script (1: same, 0: disjoint)."""
+    return query_han * memory_han + (1.0 - query_han) * (1.0 - memory_han)
+
+
+def impute_keywords(vectors: Sequence[float], keywords: Sequence[float], vis: Sequence[float]) -> list[float]:
+    """Keyword parts with what the keyword channel cannot see filled in from the vector channel.
+
+    ``out = vis * keyword + (1 - vis) * q(vector)`` where ``q`` maps a vector score to the
+    keyword part of the visible candidate (``vis >= 0.5``) at the same quantile of vector score.
+    No visible candidate: the imputed part is 0 and only the vector channel ranks.
+    """
+    ref_v = sorted(v for v, s in zip(vectors, vis, strict=True) if s >= 0.5)
+    ref_k = sorted(k for k, s in zip(keywords, vis, strict=True) if s >= 0.5)
+    out = []
+    n = len(ref_v)
+    for v, k, s in zip(vectors, keywords, vis, strict=True):
+        # Both lists have n entries: the vector rank among the visible ones picks the keyword part.
+        imputed = ref_k[min(n - 1, bisect.bisect_left(ref_v, v))] if n and s < 1.0 else 0.0
+        out.append(s * k + (1.0 - s) * imputed)
+    return out
+
+
 def similarity(vector: float, keyword: float, vector_weight: float, vector_floor: float = 0.0) -> float:
     """Weighted fusion; keywords can add to a strong vector match but never bury it.
 
@@ -52,18 +113,27 @@ def similarity(vector: float, keyword: float, vector_weight: float, vector_floor
 
 
 def score_candidates(
-    candidates: Sequence[ScoredMemory], now: datetime, cfg: ScoringSettings
+    candidates: Sequence[ScoredMemory], now: datetime, cfg: ScoringSettings, query: str | None = None
 ) -> list[SearchHit]:
-    """Turn raw backend candidates into ranked hits with an explained score (best first)."""
+    """Turn raw backend candidates into ranked hits with an explained score (best first).
+
+    ``query`` (the question's text) enables language-aware fusion when ``cfg.language_fusion``
+    is on; without it the fusion is the plain weighted sum.
+    """
     max_bm25 = max((c.keyword_score or 0.0 for c in candidates), default=0.0)
     has_vector = any(c.vector_score is not None for c in candidates)
     has_keyword = any(c.keyword_score is not None for c in candidates)
     # With only one channel available, it carries the whole similarity.
     wv = cfg.vector_weight if (has_vector and has_keyword) else (1.0 if has_vector else 0.0)
+    vecs = [max(0.0, c.vector_score or 0.0) for c in candidates]
+    kws = [keyword_part(c.keyword_score, max_bm25, cfg.bm25_k) for c in candidates]
+    # Only when both channels count: with vector_weight 0 (a keyword-only search) imputing would
+    # turn vector scores into keyword evidence.
+    if query is not None and cfg.language_fusion and has_vector and has_keyword and 0.0 < wv < 1.0:
+        qh = han_share(query)
+        kws = impute_keywords(vecs, kws, [keyword_visibility(qh, han_share(c.record.content)) for c in candidates])
     hits = []
-    for c in candidates:
-        vec = max(0.0, c.vector_score or 0.0)
-        kw = keyword_part(c.keyword_score, max_bm25, cfg.bm25_k)
+    for c, vec, kw in zip(candidates, vecs, kws, strict=True):
         sim = similarity(vec, kw, wv, cfg.vector_floor)
         d = decay(age_days(c.record, now), cfg.decay_lambda)
         b = boost(c.record, cfg.type_boosts, cfg.source_boosts)

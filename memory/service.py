@@ -365,7 +365,7 @@ class MemoryService:
             cands = merge_candidates(cands, self.backend.query(
                 MemoryQuery(namespaces=ns, vector=vec, text=query, filter=wflt,
                             limit=cfg.window_candidates, now=now)))
-        hits = scoring.score_candidates(cands, now, cfg)
+        hits = scoring.score_candidates(cands, now, cfg, query)
         # Dates, "when"/"now" and named speakers in the question re-rank the candidates (< 0.2 ms).
         hits = rerank(hits, plan, RerankWeights.from_scoring(cfg))
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,

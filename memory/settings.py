@@ -43,9 +43,12 @@ class ScoringSettings(BaseModel):
     beta: float = Field(0.05, ge=0)
     gamma: float = Field(0.05, ge=0)
     decay_lambda: float = Field(0.01, ge=0, description="per day; 0.01 halves in ~69 days")
-    vector_weight: float = Field(0.5, ge=0, le=1, description="share of sim from the vector channel")
+    vector_weight: float = Field(0.6, ge=0, le=1, description="share of sim from the vector channel")
     vector_floor: float = Field(0.8, ge=0, le=1, description="sim >= vector_floor * vector (keywords never bury a strong vector match)")
-    bm25_k: float = Field(2.0, gt=0, description="BM25 saturation constant for the keyword part")
+    bm25_k: float = Field(1.0, gt=0, description="BM25 saturation constant for the keyword part")
+    language_fusion: bool = Field(
+        True, description="keyword evidence counts only among memories in the query's script; the others get "
+        "the keyword part their vector score earns among those (memory.scoring)")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")
@@ -64,6 +67,9 @@ class ScoringSettings(BaseModel):
     time_bonus: float = Field(0.2, ge=0, description="'when' questions: memory states a time")
     current_bonus: float = Field(0.05, ge=0, description="'now/现在' questions: newest candidate (scaled by age)")
     speaker_bonus: float = Field(0.2, ge=0, description="memory said by the speaker the question names (extra.speaker)")
+    slot_bonus: float = Field(
+        0.1, ge=0, description="'now/目前' questions: the newer of two relevant memories stating the same slot "
+        "with different values (write policy's reading)")
     question_penalty: float = Field(
         0.15, ge=0, description="memory that is questions (chat turns that only ask): minus this times their share")
     window_candidates: int = Field(

@@ -261,3 +261,27 @@ def test_planning_is_cheap():
     for q in qs:
         plan_query(q, NOW)
     assert (time.perf_counter() - t) / len(qs) < 0.001  # well under a millisecond each
+
+
+def test_newer_statement_of_the_same_slot_wins_now_questions():
+    # The older preference matches the question better (sim), but a newer memory states the same
+    # slot (amount unit, decimals) with other values: "now" questions get the newer one first.
+    units = [hit("old", "以后报表里的金额都用人民币万元为单位，保留两位小数。", sim=0.60, created=d(2023, 3, 1)),
+             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.53, created=d(2023, 5, 20)),
+             hit("gmv", "GMV 不含退款和运费。", sim=0.40, created=d(2023, 6, 1))]
+    now_q = plan_query("现在报表里的金额该用什么单位？", NOW)
+    assert now_q.wants_current and not now_q.asks_past
+    out = rerank(units, now_q, RerankWeights(current=0.0))
+    assert ids(out)[:2] == ["new", "old"]
+    assert out[0].breakdown.query == pytest.approx(0.1)
+    assert [h.breakdown.query for h in out[1:]] == [0.0, 0.0]  # the other slot and the old value: nothing
+    # Off, a question about the original value, or one without "now": the order is unchanged.
+    assert ids(rerank(units, now_q, RerankWeights(current=0.0, slot=0.0)))[0] == "old"
+    past = plan_query("现在的单位之前最初是什么？", NOW)
+    assert past.asks_past and ids(rerank(units, past, RerankWeights(current=0.0)))[0] == "old"
+    assert ids(rerank(units, plan_query("报表金额用什么单位？", NOW), RerankWeights(current=0.0)))[0] == "old"
+    # A value that differs in the subject (another region) is another slot, not an update.
+    regions = [hit("n", "North China's on-time target is 96.5%", sim=0.6, created=d(2023, 3, 1)),
+               hit("s", "South China's on-time target is 97%", sim=0.55, created=d(2023, 4, 1))]
+    assert ids(rerank(regions, plan_query("What's the on-time target now?", NOW), RerankWeights(current=0.0))) \
+        == ["n", "s"]

@@ -1,0 +1,75 @@
+"""Language-aware fusion (memory.scoring): keyword evidence only judges memories in the query's script."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory import scoring
+from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
+from memory.settings import ScoringSettings
+
+NOW = datetime(2025, 6, 1, tzinfo=UTC)
+
+
+def _rec(id: str, content: str) -> MemoryRecord:
+    return MemoryRecord(id=id, namespace="n/x", content=content, metadata=MemoryMetadata(type="note"),
+                        created_at=NOW, updated_at=NOW)
+
+
+def test_han_share_reads_the_script_not_the_speaker():
+    assert scoring.han_share("Fang: 以后报表里的金额都用人民币万元为单位") == pytest.approx(1.0)
+    assert scoring.han_share("Emily: Please use UTC for all timestamps") == 0.0
+    mixed = scoring.han_share("channel 字段里 app 的取值是 APP_IOS")
+    assert 0.2 < mixed < 0.8
+    assert scoring.han_share("2025 !!") == 0.5  # neither script: unknown
+    assert scoring.keyword_visibility(0.0, 1.0) == 0.0 and scoring.keyword_visibility(1.0, 1.0) == 1.0
+
+
+def test_imputed_keyword_part_follows_the_vector_rank_among_visible_memories():
+    # Visible memories (vis 1) keep their keyword part; the invisible one (vis 0) gets the keyword
+    # part of the visible memory at its vector quantile: here above all of them -> the best one.
+    out = scoring.impute_keywords([0.1, 0.3, 0.6], [0.0, 0.75, 0.0], [1.0, 1.0, 0.0])
+    assert out == pytest.approx([0.0, 0.75, 0.75])
+    # Below every visible memory: the smallest keyword part; no visible memory: nothing imputed.
+    assert scoring.impute_keywords([0.3, 0.05], [0.5, 0.0], [1.0, 0.0]) == pytest.approx([0.5, 0.5])
+    assert scoring.impute_keywords([0.4, 0.05], [0.0, 0.0], [0.0, 0.0]) == [0.0, 0.0]
+
+
+def _cands() -> list[ScoredMemory]:
+    return [
+        # The answer, in Chinese: a good vector match, invisible to English keywords.
+        ScoredMemory(_rec("zh", "Fang: 以后报表里的金额都用人民币万元为单位，保留两位小数。"), 0.6, 0.0),
+        # An English memory that merely shares a word of the question: the best BM25 score.
+        ScoredMemory(_rec("en_weak", "Fang: The report deadline moved to Friday."), 0.3, 6.0),
+        ScoredMemory(_rec("en_other", "Fang: I like hiking on weekends."), 0.1, 0.0),
+    ]
+
+
+def test_cross_language_vector_match_is_not_buried_by_a_weak_keyword_match():
+    q = "How should money amounts be shown in the report?"
+    aware = scoring.score_candidates(_cands(), NOW, ScoringSettings(), q)
+    assert aware[0].record.id == "zh"
+    plain = scoring.score_candidates(_cands(), NOW, ScoringSettings(language_fusion=False), q)
+    assert plain[0].record.id == "en_weak"  # what plain fusion did (zh/en set en->zh MRR .55)
+    # Without the question text the fusion stays plain (callers that score without a query).
+    assert scoring.score_candidates(_cands(), NOW, ScoringSettings())[0].record.id == "en_weak"
+
+
+def test_one_script_store_is_scored_exactly_as_plain_fusion():
+    cands = [ScoredMemory(_rec("a", "Caroline: I went to a support group"), 0.5, 3.0),
+             ScoredMemory(_rec("b", "Melanie: Painting calms me down"), 0.7, 0.0)]
+    q = "What did Caroline do?"
+    aware = scoring.score_candidates(cands, NOW, ScoringSettings(), q)
+    plain = scoring.score_candidates(cands, NOW, ScoringSettings(language_fusion=False), q)
+    assert [(h.record.id, h.breakdown.sim) for h in aware] == [(h.record.id, h.breakdown.sim) for h in plain]
+
+
+def test_keyword_only_search_imputes_nothing():
+    # vector_weight 0 is a BM25-only search: the Chinese memory must not borrow keyword evidence
+    # from its vector score.
+    hits = scoring.score_candidates(_cands(), NOW, ScoringSettings(vector_weight=0.0, vector_floor=0.0), "amounts?")
+    by_id = {h.record.id: h.breakdown for h in hits}
+    assert by_id["zh"].keyword == 0.0 and by_id["zh"].sim == 0.0
+    assert hits[0].record.id == "en_weak"
