@@ -342,6 +342,9 @@ def _mentions(text: str, name: str) -> bool:
 
 SLOT_HEAD = 10  # how many of the best hits the current-value rule compares (pairwise, read() cached)
 SLOT_RELEVANT = 0.6  # ... among those whose sim is at least this share of the best one's
+# Memories written this close together carry no order (one import, one indexing pass of a
+# Markdown folder, one conversation session): neither is "the newer statement".
+SLOT_MIN_GAP = timedelta(hours=1)
 
 
 def same_slot(a: str, b: str) -> bool:
@@ -364,7 +367,8 @@ def current_values(hits: Sequence[SearchHit]) -> set[str]:
     newer = set()
     for i, a in enumerate(head):
         for b in head[i + 1:]:
-            if a.record.created_at != b.record.created_at and same_slot(a.record.content, b.record.content):
+            if abs(a.record.created_at - b.record.created_at) >= SLOT_MIN_GAP \
+                    and same_slot(a.record.content, b.record.content):
                 newer.add((a if a.record.created_at > b.record.created_at else b).record.id)
     return newer
 

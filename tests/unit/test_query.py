@@ -285,3 +285,7 @@ def test_newer_statement_of_the_same_slot_wins_now_questions():
                hit("s", "South China's on-time target is 97%", sim=0.55, created=d(2023, 4, 1))]
     assert ids(rerank(regions, plan_query("What's the on-time target now?", NOW), RerankWeights(current=0.0))) \
         == ["n", "s"]
+    # Written minutes apart (one import, one indexing pass): no order, so no bonus.
+    batch = [hit("a", "以后报表里的金额都用人民币万元为单位。", sim=0.60, created=datetime(2023, 3, 1, 9, 0, tzinfo=UTC)),
+             hit("b", "以后报表金额改成人民币百万元。", sim=0.55, created=datetime(2023, 3, 1, 9, 5, tzinfo=UTC))]
+    assert all(h.breakdown.query == 0.0 for h in rerank(batch, now_q, RerankWeights(current=0.0)))
