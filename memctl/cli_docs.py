@@ -143,6 +143,7 @@ def export(
 ) -> None:
     """Write memories as Markdown: MEMORY.md (--ns NS) or daily notes (--daily DIR)."""
     from memory.markdown_io import render_daily_notes, render_memory_md, write_guarded
+    from memory.service import MAX_RESULTS
     from memory.namespace import parse_namespace
 
     if fmt != "md":
@@ -159,7 +160,7 @@ def export(
                       and (not prefixes or any(parse_namespace(e.namespace)[:len(p)] == p for p in prefixes))]
             files = {daily / f"{day}.md": text for day, text in render_daily_notes(events).items()}
         else:
-            recs = mm.service.list(prefixes[0], limit=10**9)
+            recs = mm.service.list(prefixes[0], limit=MAX_RESULTS)
             files = {out_file: render_memory_md(recs, "/".join(prefixes[0]))}
             counts = {str(out_file): len(recs)}
     status: dict[str, str] = {}
@@ -193,6 +194,7 @@ def import_(
 ) -> None:
     """Apply a MEMORY.md's edits: edited bullets update, new ones are added, deleted ones removed (audited)."""
     from memory.markdown_io import apply_import, parse_memory_md, plan_import, touched_since
+    from memory.service import MAX_RESULTS
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -206,7 +208,7 @@ def import_(
         raise InvalidInput(f"cannot read {file}: {exc.strerror}; nothing was imported") from None
     parsed = parse_memory_md(text, ns)
     with _manager() as mm:
-        plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=10**9),
+        plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=MAX_RESULTS),
                            touched_since(mm.audit, parsed.namespace, parsed.exported_at))
         result: dict[str, Any] = plan.as_dict() if dry_run else apply_import(mm, plan, source_name=str(file)).as_dict()
     if as_json:
