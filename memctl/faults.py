@@ -52,6 +52,8 @@ def integrity(path: str | Path) -> str:
     try:
         rows = conn.execute("PRAGMA integrity_check").fetchall()
         return "; ".join(str(r[0]) for r in rows[:5])
+    except sqlite3.DatabaseError as exc:  # too damaged to check at all
+        return f"error: {exc}"
     finally:
         conn.close()
 
@@ -85,7 +87,7 @@ def index_agreement(backend: Any, *, sample: int = 40, seed: int = 0) -> dict[st
         nsk = tuple(ns.split("/"))
         v = np.frombuffer(blob, dtype="<f4")
         by_vec = backend.query(MemoryQuery(namespaces=(nsk,), vector=v, limit=1))
-        by_kw = backend.query(MemoryQuery(namespaces=(nsk,), text="tok" + mid.replace("-", ""), limit=1))
+        by_kw = backend.query(MemoryQuery(namespaces=(nsk,), text="tok" + mid.replace("-", "x"), limit=1))
         found += bool(by_vec and by_vec[0].record.id == mid and by_kw and by_kw[0].record.id == mid)
     out["searched"] = len(picks)
     out["found_by_search"] = found
@@ -116,6 +118,7 @@ def kill9(workdir: Path, *, points: int = 20, per_child: int = 400, seed: int = 
     disagree = 0
     bad_integrity = 0
     finished_before_kill = 0
+    first_disagreement: dict[str, Any] | None = None
     for k in range(points):
         proc = spawn("writer", {"path": str(path), "prefix": f"k{k}", "count": per_child, "delete_every": 7})
         _read_event(proc)  # ready: the backend is open
@@ -153,13 +156,16 @@ def kill9(workdir: Path, *, points: int = 20, per_child: int = 400, seed: int = 
         try:
             present = {r.id for r in b.get(sorted(acked - deleted))}
             lost += len((acked - deleted) - present)
-            if not index_agreement(b, sample=10, seed=k)["agree"]:
+            agreement = index_agreement(b, sample=10, seed=k)
+            if not agreement["agree"]:
                 disagree += 1
+                first_disagreement = first_disagreement or agreement
         finally:
             b.close()
     return {"kills": points, "acknowledged": len(acked), "deleted_acknowledged": len(deleted),
             "lost_acknowledged": lost, "integrity_failures": bad_integrity,
-            "index_disagreements_after_reopen": disagree, "children_finished_before_kill": finished_before_kill}
+            "index_disagreements_after_reopen": disagree, "children_finished_before_kill": finished_before_kill,
+            "first_disagreement": first_disagreement}
 
 
 # ---------------------------------------------------------------------- concurrent writers
@@ -279,7 +285,7 @@ def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100) -> dict[str,
 
 # ---------------------------------------------------------------------- all of it
 FULL = {"kill_points": 20, "kill_per_child": 400, "procs": 4, "per_proc": 2500, "dedupe_texts": 100}
-SMALL = {"kill_points": 20, "kill_per_child": 60, "procs": 4, "per_proc": 150, "dedupe_texts": 20}
+SMALL = {"kill_points": 10, "kill_per_child": 40, "procs": 4, "per_proc": 150, "dedupe_texts": 12}
 
 
 def run_faults(config: dict[str, int] | None = None, *,

@@ -31,7 +31,7 @@ def vector_for(key: str, dim: int = DIM) -> np.ndarray:
 
 def content_for(mid: str) -> str:
     # A token unique to the memory, so a keyword search can find exactly this row.
-    return f"fault probe memory {mid} tok{mid.replace('-', '')} about tea and reports"
+    return f"fault probe memory {mid} tok{mid.replace('-', 'x')} about tea and reports"
 
 
 def _emit(obj: dict[str, Any]) -> None:
