@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,8 +65,8 @@ def _full_scenario(b: Any) -> dict[str, Any]:
     i = 0
     insert_err: tuple[str | None, str] = (None, "")
     while i < 100_000:
-        insert_err = _attempt(lambda: b.upsert([_rec(f"g-{i}", "faults/u2", pad=50)],
-                                               vector_for(f"g-{i}")[None, :]))
+        mid = f"g-{i}"
+        insert_err = _attempt(lambda mid=mid: b.upsert([_rec(mid, "faults/u2", pad=50)], vector_for(mid)[None, :]))
         if insert_err[0]:
             break
         i += 1
@@ -175,7 +174,8 @@ def read_only(workdir: Path) -> dict[str, Any]:
             os.chmod(src / "ro.sqlite", 0o644)
     unchanged = hashlib.sha256((src / "ro.sqlite").read_bytes()).hexdigest() == digest
     failed = {k: v for k, v in errors.items() if v}
-    return {"errors": errors, "write_refused": bool(failed) and not (errors.get("upsert") is None and "open" not in errors),
+    refused = "open" in errors or errors.get("upsert") is not None
+    return {"errors": errors, "write_refused": bool(failed) and refused,
             "errors_in_tree": all(_layer_error(v) for v in failed.values()),
             "read_only_error": any(v == "StoreReadOnly" for v in failed.values()),
             "file_unchanged": unchanged, "integrity": integrity(src / "ro.sqlite")}

@@ -64,6 +64,7 @@ def writer(args: dict[str, Any]) -> None:
             _emit({"ack": mid})
         if args.get("delete_every") and i % int(args["delete_every"]) == 0 and i:
             # Deletes too, so a kill can land inside a delete transaction.
+            _emit({"deleting": f"{prefix}-{i - 1}"})  # a kill from here on may or may not delete it
             b.delete([f"{prefix}-{i - 1}"])
             _emit({"deleted": f"{prefix}-{i - 1}"})
     b.close()

@@ -22,6 +22,7 @@ def test_kill9_at_random_points_loses_no_acknowledged_memory(tmp_path):
     assert r["first_disagreement"] is None
     assert r["acknowledged"] > r["kills"]  # the children really wrote before being killed
     assert r["lost_acknowledged"] == 0
+    assert r["deleted_memories_back"] == 0
     assert r["integrity_failures"] == 0
     assert r["index_disagreements_after_reopen"] == 0
 
