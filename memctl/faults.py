@@ -279,8 +279,8 @@ def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100, same_order: 
     with MemoryManager.from_settings(MemorySettings(path=str(path))):
         pass  # schema created once
     go = workdir / "dedupe.go"
-    children = [spawn("rememberer", {"path": str(path), "texts": all_texts, "seed": 0 if same_order else p, "go": str(go),
-                                     "namespace": "user_profile/race"}) for p in range(procs)]
+    children = [spawn("rememberer", {"path": str(path), "texts": all_texts, "seed": 0 if same_order else p,
+                                     "go": str(go), "namespace": "user_profile/race"}) for p in range(procs)]
     for c in children:
         _read_event(c)
     t0 = time.perf_counter()
@@ -298,7 +298,8 @@ def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100, same_order: 
     finally:
         conn.close()
     return {"processes": procs, "texts": texts, "same_order": same_order,
-            "serial_rows": serial_rows if same_order else None, "rows": len(contents), "distinct_contents": len(set(contents)),
+            "serial_rows": serial_rows if same_order else None, "rows": len(contents),
+            "distinct_contents": len(set(contents)),
             "rows_stored_twice": len(contents) - len(set(contents)),
             "statuses": statuses, "wall_s": round(wall, 2), "integrity": integrity(path)}
 
