@@ -323,6 +323,9 @@ def run_faults(config: dict[str, int] | None = None, *,
         out["kill9"] = kill9(work, points=cfg["kill_points"], per_child=cfg["kill_per_child"])
         say("concurrent writer processes")
         out["concurrent_writers"] = concurrent_writers(work, procs=cfg["procs"], per_proc=cfg["per_proc"])
+        say("concurrent writer processes with 2 searcher processes")
+        out["concurrent_writers_with_searchers"] = concurrent_writers(
+            work / "searchers", procs=cfg["procs"], per_proc=cfg["per_proc"], searchers=2)
         say("dedupe race across processes")
         out["dedupe_race"] = dedupe_race(work, procs=cfg["procs"], texts=cfg["dedupe_texts"])
         say("failed statements and damaged files")
