@@ -193,7 +193,10 @@ def faults(
     out.print(f"{c['processes']} writers x {c['writes_per_process']}: {c['present']}/{c['expected']} present, "
               f"{c['duplicates']} twice; write p50 {c['write_p50_ms']} ms, p99 {c['write_p99_ms']} ms, "
               f"max {c['write_max_ms']} ms")
-    out.print(f"dedupe race {d['processes']} x {d['texts']} texts: {d['rows']} rows stored")
+    cs = result["concurrent_writers_with_searchers"]
+    out.print(f"  with 2 searcher processes: write p99 {cs['write_p99_ms']} ms, max {cs['write_max_ms']} ms")
+    out.print(f"dedupe race {d['processes']} x {d['texts']} texts: {d['rows']} rows stored "
+              f"(one process alone: {d['serial_rows']}), {d['rows_stored_twice']} stored twice")
     out.print_json(data={"failure_paths": result["failure_paths"], "qdrant_down": result["qdrant_down"]})
 
 
