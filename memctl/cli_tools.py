@@ -228,6 +228,34 @@ def eval_graph(
               f"{result['seconds']['memory_off']} s without", highlight=False)
 
 
+@_errors
+def faults(
+    small: Annotated[bool, typer.Option("--small/--full", help="CI sizes instead of the full ones")] = False,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+) -> None:
+    """Storage fault suite: kill -9 of writers, 4 writer processes, the dedupe race, disk full,
+    read-only and corrupted files, Qdrant down (temporary files only; the store is not touched)."""
+    from memctl.faults import FULL, SMALL, run_faults
+
+    if as_json:
+        result = run_faults(SMALL if small else FULL)
+        _print_json(result)
+        return
+    result = run_faults(SMALL if small else FULL, progress=lambda s: out.print(f"[dim]{s} ...[/dim]"))
+    k, c, d = result["kill9"], result["concurrent_writers"], result["dedupe_race"]
+    out.print(f"kill -9 x{k['kills']}: {k['lost_acknowledged']} of {k['acknowledged']} acknowledged memories lost, "
+              f"{k['integrity_failures']} integrity failures, {k['index_disagreements_after_reopen']} index "
+              "disagreements after reopen")
+    out.print(f"{c['processes']} writers x {c['writes_per_process']}: {c['present']}/{c['expected']} present, "
+              f"{c['duplicates']} twice; write p50 {c['write_p50_ms']} ms, p99 {c['write_p99_ms']} ms, "
+              f"max {c['write_max_ms']} ms")
+    cs = result["concurrent_writers_with_searchers"]
+    out.print(f"  with 2 searcher processes: write p99 {cs['write_p99_ms']} ms, max {cs['write_max_ms']} ms")
+    out.print(f"dedupe race {d['processes']} x {d['texts']} texts: {d['rows']} rows stored "
+              f"(one process alone: {d['serial_rows']}), {d['rows_stored_twice']} stored twice")
+    out.print_json(data={"failure_paths": result["failure_paths"], "qdrant_down": result["qdrant_down"]})
+
+
 def register(app: typer.Typer) -> None:
     """Add ``demo`` and ``bench`` to ``app`` and ``retrieval`` / ``dedupe`` to its ``eval`` group.
 
@@ -236,6 +264,7 @@ def register(app: typer.Typer) -> None:
     """
     app.command()(demo)
     app.command()(bench)
+    app.command()(faults)
     eval_app.command("retrieval")(eval_retrieval)
     eval_app.command("dedupe")(eval_dedupe)
     eval_app.command("graph")(eval_graph)

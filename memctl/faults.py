@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from memctl.faults_workers import DIM, MODEL, content_for, vector_for
+from memctl.faults_workers import DIM, MODEL
 
 
 # ---------------------------------------------------------------------- helpers
@@ -52,6 +52,8 @@ def integrity(path: str | Path) -> str:
     try:
         rows = conn.execute("PRAGMA integrity_check").fetchall()
         return "; ".join(str(r[0]) for r in rows[:5])
+    except sqlite3.DatabaseError as exc:  # too damaged to check at all
+        return f"error: {exc}"
     finally:
         conn.close()
 
@@ -85,7 +87,7 @@ def index_agreement(backend: Any, *, sample: int = 40, seed: int = 0) -> dict[st
         nsk = tuple(ns.split("/"))
         v = np.frombuffer(blob, dtype="<f4")
         by_vec = backend.query(MemoryQuery(namespaces=(nsk,), vector=v, limit=1))
-        by_kw = backend.query(MemoryQuery(namespaces=(nsk,), text="tok" + mid.replace("-", ""), limit=1))
+        by_kw = backend.query(MemoryQuery(namespaces=(nsk,), text="tok" + mid.replace("-", "x"), limit=1))
         found += bool(by_vec and by_vec[0].record.id == mid and by_kw and by_kw[0].record.id == mid)
     out["searched"] = len(picks)
     out["found_by_search"] = found
@@ -105,17 +107,22 @@ def kill9(workdir: Path, *, points: int = 20, per_child: int = 400, seed: int = 
     """Kill a writer process with SIGKILL at ``points`` random moments (one shared file).
 
     The child prints each id after its upsert returned; every printed id must be in the file
-    afterwards. After each kill the file is checked (``integrity_check``) and reopened, and the
-    reopened backend's indexes are compared with the rows.
+    afterwards, unless the child had announced deleting it (a kill during that delete may land
+    before or after its commit); a delete that returned must stay deleted. After each kill the
+    file is checked (``integrity_check``) and reopened, and the reopened backend's indexes are
+    compared with the rows.
     """
     rng = random.Random(seed)
     path = workdir / "kill9.sqlite"
     acked: set[str] = set()
-    deleted: set[str] = set()
-    lost = 0
+    deleted: set[str] = set()  # announced deletes (a kill may land before or after their commit)
+    deleted_acked: set[str] = set()  # deletes that returned: must stay deleted
+    resurrected: set[str] = set()
+    lost: set[str] = set()
     disagree = 0
     bad_integrity = 0
     finished_before_kill = 0
+    first_disagreement: dict[str, Any] | None = None
     for k in range(points):
         proc = spawn("writer", {"path": str(path), "prefix": f"k{k}", "count": per_child, "delete_every": 7})
         _read_event(proc)  # ready: the backend is open
@@ -128,8 +135,10 @@ def kill9(workdir: Path, *, points: int = 20, per_child: int = 400, seed: int = 
             if "ack" in ev:
                 acked.add(ev["ack"])
                 n += 1
+            elif "deleting" in ev:
+                deleted.add(ev["deleting"])
             elif "deleted" in ev:
-                deleted.add(ev["deleted"])
+                deleted_acked.add(ev["deleted"])
             elif "done" in ev:
                 finished_before_kill += 1
                 break
@@ -144,22 +153,29 @@ def kill9(workdir: Path, *, points: int = 20, per_child: int = 400, seed: int = 
                 continue  # a line cut by the kill was never acknowledged
             if "ack" in ev:
                 acked.add(ev["ack"])
+            elif "deleting" in ev:
+                deleted.add(ev["deleting"])
             elif "deleted" in ev:
-                deleted.add(ev["deleted"])
+                deleted_acked.add(ev["deleted"])
         proc.wait()
         if integrity(path) != "ok":
             bad_integrity += 1
         b = _open(path)
         try:
             present = {r.id for r in b.get(sorted(acked - deleted))}
-            lost += len((acked - deleted) - present)
-            if not index_agreement(b, sample=10, seed=k)["agree"]:
+            lost |= (acked - deleted) - present
+            resurrected |= {r.id for r in b.get(sorted(deleted_acked))}
+            agreement = index_agreement(b, sample=10, seed=k)
+            if not agreement["agree"]:
                 disagree += 1
+                first_disagreement = first_disagreement or agreement
         finally:
             b.close()
-    return {"kills": points, "acknowledged": len(acked), "deleted_acknowledged": len(deleted),
-            "lost_acknowledged": lost, "integrity_failures": bad_integrity,
-            "index_disagreements_after_reopen": disagree, "children_finished_before_kill": finished_before_kill}
+    return {"kills": points, "acknowledged": len(acked), "deletes_acknowledged": len(deleted_acked),
+            "deleted_memories_back": len(resurrected),
+            "lost_acknowledged": len(lost), "integrity_failures": bad_integrity,
+            "index_disagreements_after_reopen": disagree, "children_finished_before_kill": finished_before_kill,
+            "first_disagreement": first_disagreement}
 
 
 # ---------------------------------------------------------------------- concurrent writers
@@ -222,41 +238,49 @@ def concurrent_writers(workdir: Path, *, procs: int = 4, per_proc: int = 2500,
 
 # ---------------------------------------------------------------------- dedupe race
 def dedupe_texts(n: int, mm: Any) -> list[str]:
-    """``n`` statements the write policy keeps apart: the first texts of the dedupe dev set
-    ("existing" side, zh and en) that a serial pass through ``mm`` stores as "added" (so any
-    row beyond ``n`` after the race is a duplicate the race let through)."""
-    data = Path(__file__).resolve().parent.parent / "tests" / "data" / "dedupe_dev.jsonl"
-    if data.exists():
-        pool = list(dict.fromkeys(json.loads(line)["existing"] for line in data.read_text().splitlines() if line))
+    """``n`` statements the write policy keeps apart: the first texts of the dedupe dev and
+    pairs sets ("existing" side, zh and en; not the blind set) that serial passes through ``mm``
+    store as "added" (so a row beyond ``n`` after the race is a duplicate the race let through)."""
+    data = Path(__file__).resolve().parent.parent / "tests" / "data"
+    files = [data / "dedupe_dev.jsonl", data / "dedupe_pairs.jsonl"]
+    if all(f.exists() for f in files):
+        pool = list(dict.fromkeys(json.loads(line)["existing"] for f in files
+                                  for line in f.read_text().splitlines() if line.strip()))
     else:  # an installed package without the test data: generated statements about distinct people
         names = ["Alice", "Bao", "Chen Wei", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal"]
         things = ["sales dashboard", "churn model", "SQL style guide", "weekly KPI email", "Q3 forecast",
                   "warehouse migration", "pricing experiment", "ETL alerts", "board deck", "data catalog"]
         pool = [f"{a} is responsible for the {t}" for a in names for t in things]
-    kept: list[str] = []
-    for text in pool:
-        if len(kept) >= n:
-            break
-        if mm.remember(text, "user_profile/serial").status == "added":
-            kept.append(text)
+    # Kept only if stored as "added" both in pool order and in reverse order: the judge reads
+    # a pair in the order it arrives, and the race below arrives in shuffled orders.
+    forward = {t for t in pool if mm.remember(t, "user_profile/forward").status == "added"}
+    backward = {t for t in reversed(pool) if mm.remember(t, "user_profile/backward").status == "added"}
+    kept = [t for t in pool if t in forward and t in backward][:n]
     if len(kept) < n:
         raise ValueError(f"only {len(kept)} distinct statements available; ask for at most that many")
     return kept
 
 
-def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100) -> dict[str, Any]:
-    """``procs`` processes remember the same ``texts`` statements at once into one namespace."""
+def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100, same_order: bool = True) -> dict[str, Any]:
+    """``procs`` processes remember the same ``texts`` statements at once into one namespace
+    (in the same order: the harshest case, every text arrives ``procs`` times at once)."""
     from memory.policy.manager import MemoryManager
     from memory.settings import MemorySettings
 
     path = workdir / "dedupe.sqlite"
     with MemoryManager.from_settings(MemorySettings(path=str(workdir / "dedupe-serial.sqlite"))) as mm:
         all_texts = dedupe_texts(texts, mm)
+        # The reference: what one process stores for these texts in the race's order.
+        order = list(range(len(all_texts)))
+        random.Random(0).shuffle(order)
+        for i in order:
+            mm.remember(all_texts[i], "user_profile/serial")
+        serial_rows = mm.service.backend.count(("user_profile", "serial"))
     with MemoryManager.from_settings(MemorySettings(path=str(path))):
         pass  # schema created once
     go = workdir / "dedupe.go"
-    children = [spawn("rememberer", {"path": str(path), "texts": all_texts, "seed": p, "go": str(go),
-                                     "namespace": "user_profile/race"}) for p in range(procs)]
+    children = [spawn("rememberer", {"path": str(path), "texts": all_texts, "seed": 0 if same_order else p,
+                                     "go": str(go), "namespace": "user_profile/race"}) for p in range(procs)]
     for c in children:
         _read_event(c)
     t0 = time.perf_counter()
@@ -273,13 +297,16 @@ def dedupe_race(workdir: Path, *, procs: int = 4, texts: int = 100) -> dict[str,
         contents = [r[0] for r in conn.execute("SELECT content FROM memories WHERE ns = 'user_profile/race'")]
     finally:
         conn.close()
-    return {"processes": procs, "texts": texts, "rows": len(contents), "distinct_contents": len(set(contents)),
+    return {"processes": procs, "texts": texts, "same_order": same_order,
+            "serial_rows": serial_rows if same_order else None, "rows": len(contents),
+            "distinct_contents": len(set(contents)),
+            "rows_stored_twice": len(contents) - len(set(contents)),
             "statuses": statuses, "wall_s": round(wall, 2), "integrity": integrity(path)}
 
 
 # ---------------------------------------------------------------------- all of it
 FULL = {"kill_points": 20, "kill_per_child": 400, "procs": 4, "per_proc": 2500, "dedupe_texts": 100}
-SMALL = {"kill_points": 20, "kill_per_child": 60, "procs": 4, "per_proc": 150, "dedupe_texts": 20}
+SMALL = {"kill_points": 10, "kill_per_child": 40, "procs": 4, "per_proc": 150, "dedupe_texts": 12}
 
 
 def run_faults(config: dict[str, int] | None = None, *,
@@ -296,6 +323,9 @@ def run_faults(config: dict[str, int] | None = None, *,
         out["kill9"] = kill9(work, points=cfg["kill_points"], per_child=cfg["kill_per_child"])
         say("concurrent writer processes")
         out["concurrent_writers"] = concurrent_writers(work, procs=cfg["procs"], per_proc=cfg["per_proc"])
+        say("concurrent writer processes with 2 searcher processes")
+        out["concurrent_writers_with_searchers"] = concurrent_writers(
+            work / "searchers", procs=cfg["procs"], per_proc=cfg["per_proc"], searchers=2)
         say("dedupe race across processes")
         out["dedupe_race"] = dedupe_race(work, procs=cfg["procs"], texts=cfg["dedupe_texts"])
         say("failed statements and damaged files")

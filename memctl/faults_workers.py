@@ -31,7 +31,7 @@ def vector_for(key: str, dim: int = DIM) -> np.ndarray:
 
 def content_for(mid: str) -> str:
     # A token unique to the memory, so a keyword search can find exactly this row.
-    return f"fault probe memory {mid} tok{mid.replace('-', '')} about tea and reports"
+    return f"fault probe memory {mid} tok{mid.replace('-', 'x')} about tea and reports"
 
 
 def _emit(obj: dict[str, Any]) -> None:
@@ -64,6 +64,7 @@ def writer(args: dict[str, Any]) -> None:
             _emit({"ack": mid})
         if args.get("delete_every") and i % int(args["delete_every"]) == 0 and i:
             # Deletes too, so a kill can land inside a delete transaction.
+            _emit({"deleting": f"{prefix}-{i - 1}"})  # a kill from here on may or may not delete it
             b.delete([f"{prefix}-{i - 1}"])
             _emit({"deleted": f"{prefix}-{i - 1}"})
     b.close()

@@ -97,17 +97,17 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             raise BackendUnavailable(f"cannot open SQLite file {self.path!r}: {exc}") from exc
         try:
             # Translated: a damaged or read-only file fails here with a StoreCorrupt/StoreReadOnly.
-            with self._translate():
+            with self._translate_open():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
                 if self.path != ":memory:":
                     self._conn.execute("PRAGMA journal_mode = WAL")
                     self._conn.execute("PRAGMA synchronous = NORMAL")
                 # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
                 self._conn.execute("PRAGMA secure_delete = ON")
-            self._migrate()
-            self._check_model()
-            self._reindex_if_stale()
-            self._sync()
+                self._migrate()
+                self._check_model()
+                self._reindex_if_stale()
+                self._sync()
         except BaseException:
             self._conn.close()
             raise

@@ -10,6 +10,7 @@ difference (:meth:`SqliteFileMixin._sync`).
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sqlite3
 import threading
@@ -17,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -51,6 +53,11 @@ def _code(exc: sqlite3.Error) -> int:
 
 def _is_busy(exc: sqlite3.Error) -> bool:
     return _code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in str(exc) or "busy" in str(exc)
+
+
+def _not_writable(path: str) -> bool:
+    p = Path(path).expanduser()
+    return (p.exists() and not os.access(p, os.W_OK)) or not os.access(p.parent, os.W_OK)
 
 
 def translate_sqlite_error(exc: sqlite3.Error, path: str) -> MemoryBackendError:
@@ -93,6 +100,22 @@ class SqliteFileMixin:
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, self.path) from exc
 
+    @contextmanager
+    def _translate_open(self) -> Iterator[None]:
+        """Like _translate, but a file we cannot write (read-only mount or permissions: SQLite
+        then says "unable to open" for the -shm/-wal files) is reported as StoreReadOnly."""
+        try:
+            with self._translate():
+                yield
+        except BackendUnavailable as exc:
+            if self.path != ":memory:" and _not_writable(self.path):
+                raise StoreReadOnly(
+                    f"SQLite store {self.path!r} is read-only (file, directory or mount): {exc.__cause__}. "
+                    "The store needs write access to the file and its directory (for the -wal/-shm "
+                    "files); copy it somewhere writable to read it."
+                ) from exc
+            raise
+
     def _check_open(self) -> None:
         if self._closed:
             raise MemoryBackendError("this backend is closed; open a new one")
@@ -107,26 +130,21 @@ class SqliteFileMixin:
     BUSY_SLEEP_MAX_S = 0.004
 
     def _begin_immediate(self) -> None:
-        """``BEGIN IMMEDIATE`` with a bounded, jittered retry instead of SQLite's busy handler."""
+        """``BEGIN IMMEDIATE`` with a bounded, jittered retry instead of SQLite's busy handler
+        (which stays in place for every other statement)."""
         conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")  # uncontended: no pragma round trips
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
         deadline = time.monotonic() + self._write_timeout_s
         conn.execute("PRAGMA busy_timeout = 0")
         try:
             sleep = 0.0005
             while True:
-                time.sleep(random.uniform(0.0, sleep))
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                     return
                 except sqlite3.OperationalError as exc:
                     if not _is_busy(exc) or time.monotonic() >= deadline:
                         raise
+                time.sleep(random.uniform(0.0, sleep))
                 sleep = min(sleep * 2, self.BUSY_SLEEP_MAX_S)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self._write_timeout_s * 1000)}")
