@@ -92,3 +92,12 @@ def test_memctl_eval_pii_json():
     data = json.loads(out.stdout)
     assert set(data) == {"tune", "heldout", "all"}
     assert {"precision", "recall", "tp", "fp", "fn"} <= set(data["heldout"]["classes"]["CARD_NUMBER"])
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import memory.policy.pii
+
+    result = doctest.testmod(memory.policy.pii)
+    assert result.attempted > 0 and result.failed == 0
