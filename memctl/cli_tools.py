@@ -174,7 +174,8 @@ def eval_dedupe(
 
 @_errors
 def eval_pii(
-    data: Annotated[Path | None, typer.Option("--data", help="Labelled JSONL (default: tests/data/pii/pii.jsonl)")] = None,
+    data: Annotated[Path | None,
+                    typer.Option("--data", help="Labelled JSONL (default: tests/data/pii/pii.jsonl)")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
     details: Annotated[bool, typer.Option("--details/--no-details",
                                           help="Include up to 50 false positives and misses per split")] = False,

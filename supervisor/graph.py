@@ -48,6 +48,8 @@ from memory.policy.audit import AuditLog
 from memory.policy.manager import MemoryManager
 from memory.service import MemoryService
 from supervisor.context import SupervisorContext
+from supervisor.guard import check_agent_tools, without_store
+from supervisor.journal import WriteJournal
 from supervisor.nodes import (
     ALWAYS_ON,
     finish_writes,
@@ -59,8 +61,6 @@ from supervisor.nodes import (
 )
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
 from supervisor.state import SupervisorState
-from supervisor.guard import check_agent_tools, without_store
-from supervisor.journal import WriteJournal
 from supervisor.writebehind import WriteBehind
 
 log = logging.getLogger("supervisor")

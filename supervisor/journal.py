@@ -257,7 +257,8 @@ class WriteJournal:
                 raise
         return mine
 
-    def replay(self, manager: MemoryManager, limit: int = 1000) -> list[tuple[str, WriteResult | None, Exception | None]]:
+    def replay(self, manager: MemoryManager,
+               limit: int = 1000) -> list[tuple[str, WriteResult | None, Exception | None]]:
         """Apply every pending row no live writer owns, oldest first.
 
         Returns ``(id, result, error)`` per row tried; a row that fails stays for the next replay.

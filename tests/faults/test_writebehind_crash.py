@@ -79,7 +79,8 @@ def test_killed_graph_runs_lose_no_queued_write(tmp_path):
     lost = sorted(i for i in items if counts[i] == 0)
     twice = sorted(i for i in items if counts[i] > 1)
     print(f"\nwrite-behind crash: {kills} of {RUNS} runs killed, {len(queued)} writes queued, "
-          f"{left_by_kills} unapplied at the kill, {len(lost)} lost, {len(twice)} duplicated, journal left {report['journal_left']}, "
+          f"{left_by_kills} unapplied at the kill, {len(lost)} lost, {len(twice)} duplicated, "
+          f"journal left {report['journal_left']}, "
           f"integrity {report['integrity']}")
     assert kills == RUNS and queued
     assert left_by_kills > 0, "no kill landed before the writes were applied; the test proved nothing"

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (templates read better on one line each)
 """Generate the labelled PII set ``pii.jsonl`` (seeded; re-running gives the same file).
 
 Written before the redactor was tuned. One JSON object per line::
