@@ -14,6 +14,8 @@ never need to import a driver to handle a failure::
     │   ├── InvalidFilter            unknown filter key or operator
     │   └── InvalidConfig            settings that cannot work together
     ├── NotFound (KeyError)          no memory with that id
+    ├── MemoryAccessDenied           (supervisor.guard; also PermissionError) a sub-agent used the
+    │                                memory store; only the Supervisor's memory nodes may
     └── MemoryBackendError           the storage layer failed
         ├── BackendUnavailable       transient: retrying later may succeed
         └── SchemaMismatch           the store was built for another embedding model / dimension
