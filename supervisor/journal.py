@@ -144,8 +144,8 @@ class WriteJournal:
             try:
                 return conn.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
-                if not self.durable:
-                    raise
+                if not self.durable or "locked" in str(exc) or "busy" in str(exc):
+                    raise  # busy is transient: the caller applies the write directly this once
                 # The file went bad (disk full, read-only, deleted dir): keep going in memory.
                 self.fallback_reason = f"write journal {self.path} failed ({exc}); pending writes kept in memory only"
                 log.warning(self.fallback_reason)
