@@ -38,6 +38,7 @@ from memory.policy.manager import MemoryManager
 from memory.records import MemoryRecord
 from memory.settings import MemorySettings
 from supervisor.context import SupervisorContext
+from supervisor.journal import WriteJournal
 from supervisor.nodes import finish_writes, make_post_node, make_pre_node
 from supervisor.writebehind import WriteBehind
 
@@ -62,7 +63,7 @@ def _items(agent: str, task: str, i: int) -> list[str]:
 
 def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
                      settings: MemorySettings | None = None,
-                     write_behind: bool = False, agent_ms: float = 0.0,
+                     write_behind: bool = False, agent_ms: float = 0.0, journal: bool = True,
                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
 
@@ -74,6 +75,8 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
         settings: memory settings (the path is replaced by a temp file).
         write_behind: post-nodes queue their writes on a background thread.
         agent_ms: untimed sleep after each pre-node and post-node (simulated model time).
+        journal: post-nodes commit their writes to the write journal first, as the graph does
+            (:mod:`supervisor.journal`); False measures without it.
 
     Returns:
         ``{"n_memories", "handoffs", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
@@ -120,7 +123,8 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
 
                 wb.submit = timed_submit  # type: ignore[method-assign]
             pre = {a: make_pre_node(mm, a, budget, write_behind=wb) for a in AGENTS}
-            post = {a: make_post_node(mm, a, wb) for a in AGENTS}
+            jr = WriteJournal.for_store(st.path) if journal else None
+            post = {a: make_post_node(mm, a, wb, jr) for a in AGENTS}
             runtime = Runtime(context=SupervisorContext(user_id="u0"))
             config = {"configurable": {"thread_id": "bench", "user_id": "u0"}}
             tasks = make_queries(handoffs + 1, seed=23)
@@ -173,6 +177,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
              if write_behind and write_ms else {})
     return {
         "n_memories": n_memories, "handoffs": handoffs, **summary(rows), **extra, "write_behind": write_behind,
+        "journal": journal,
         "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
         "errors": errors,
         "injected_tokens": {"mode": base.policy.injection, "mean": round(pystats.fmean(injected), 1),

@@ -1,4 +1,4 @@
-"""``memctl demo``, ``memctl bench`` and ``memctl eval retrieval|dedupe``: the commands that run
+"""``memctl demo``, ``memctl bench`` and ``memctl eval retrieval|dedupe|pii``: the commands that run
 the demo app, the benchmark and the evaluations (each imports its module only when it runs)."""
 
 from __future__ import annotations
@@ -256,6 +256,34 @@ def faults(
     out.print_json(data={"failure_paths": result["failure_paths"], "qdrant_down": result["qdrant_down"]})
 
 
+@_errors
+def eval_pii(
+    data: Annotated[Path | None,
+                    typer.Option("--data", help="Labelled JSONL (default: tests/data/pii/pii.jsonl)")] = None,
+    as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    details: Annotated[bool, typer.Option("--details/--no-details",
+                                          help="Include up to 50 false positives and misses per split")] = False,
+) -> None:
+    """Precision / recall per PII class and look-alike survival of the redactor, per split (tune / heldout)."""
+    from memctl.pii_eval import DEFAULT_DATA, evaluate, load, render
+
+    try:
+        rows = load(data or DEFAULT_DATA)
+    except FileNotFoundError as exc:
+        raise InvalidInput(str(exc)) from exc
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+    report = evaluate(rows)
+    if not details:
+        for rep in report.values():
+            rep.pop("false_positives")
+            rep.pop("missed")
+    if as_json:
+        _print_json(report)
+        return
+    out.print(render(report), markup=False, highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``demo`` and ``bench`` to ``app`` and ``retrieval`` / ``dedupe`` to its ``eval`` group.
 
@@ -268,3 +296,4 @@ def register(app: typer.Typer) -> None:
     eval_app.command("retrieval")(eval_retrieval)
     eval_app.command("dedupe")(eval_dedupe)
     eval_app.command("graph")(eval_graph)
+    eval_app.command("pii")(eval_pii)

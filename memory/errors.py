@@ -17,6 +17,8 @@ never need to import a driver to handle a failure::
     ├── AccessDenied                 the actor (an agent) may not read/write that namespace under
     │                                the access rules (settings.acl, memory.policy.acl); nothing
     │                                was read or written, and the denial is in the audit log
+    ├── MemoryAccessDenied           (supervisor.guard; also PermissionError) a sub-agent used the
+    │                                memory store; only the Supervisor's memory nodes may
     └── MemoryBackendError           the storage layer failed
         ├── BackendUnavailable       transient: retrying later may succeed
         ├── SchemaMismatch           the store was built for another embedding model / dimension

@@ -50,6 +50,8 @@ from memory.policy.routing import steer_intent
 from memory.policy.tools import make_memory_tools
 from memory.service import MemoryService
 from supervisor.context import SupervisorContext
+from supervisor.guard import check_agent_tools, without_store
+from supervisor.journal import WriteJournal
 from supervisor.nodes import (
     ALWAYS_ON,
     finish_writes,
@@ -62,8 +64,6 @@ from supervisor.nodes import (
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
 from supervisor.shared import run_memory_tool, steer_offline
 from supervisor.state import SupervisorState
-from supervisor.guard import check_agent_tools, without_store
-from supervisor.journal import WriteJournal
 from supervisor.writebehind import WriteBehind
 
 log = logging.getLogger("supervisor")

@@ -181,9 +181,9 @@ def check_agent_tools(agent_name: str, tools: Iterable[Any]) -> None:
     if bad:
         listed = "; ".join(f"{n!r} {why}" for n, why in bad)
         raise ValueError(
-            f"sub-agent {agent_name} has memory tools (tools that can reach memory): {listed}. Memory belongs to the Supervisor: "
-            "remove these tools from the agent (the Supervisor injects what the agent needs, and stores what it "
-            "returns in AgentResult.memory_items)."
+            f"sub-agent {agent_name} has memory tools (tools that can reach memory): {listed}. "
+            "Memory belongs to the Supervisor: remove these tools from the agent (the Supervisor injects what "
+            "the agent needs, and stores what it returns in AgentResult.memory_items)."
         )
 
 

@@ -391,7 +391,7 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
             skipped(s)
         for item in items if s.user_id is not None else []:
             uid = s.user_id
-            d = s.guard("route", lambda item=item: manager.route(item, uid, role="agent", agent=agent))
+            d = s.guard("route", lambda item=item, uid=uid: manager.route(item, uid, role="agent", agent=agent))
             if d is None:
                 continue
             s.emit("routed", **_decision(d, item))

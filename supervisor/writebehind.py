@@ -13,9 +13,14 @@ returns. Consistency is kept where it matters:
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
+* **Durability.** The post-node commits every write to the store's write journal
+  (:mod:`supervisor.journal`, ``<path>.pending``) *before* it submits it here and returns; the
+  worker deletes the row once the write is applied. A process killed with writes still queued
+  loses none: the next process that builds a graph (or memory hooks) on the store applies them,
+  once, without resuming the thread.
 * **Errors.** A write that fails is reported by the node that collects it, exactly like an
-  inline failure: a :class:`memory.errors.MemoryLayerError` goes to ``memory_errors``, anything
-  else is re-raised.
+  inline failure: it goes to ``memory_errors`` and ``memory_log`` (whatever the exception type),
+  and its journal row stays for a retry at the next turn.
 """
 
 from __future__ import annotations

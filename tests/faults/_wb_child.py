@@ -30,7 +30,8 @@ ITEMS = [
     "The quarterly report was saved to /data/reports/q3_margin_review.md",
     "结论：华南地区退款率在十月达到 4.2%，主要来自直播渠道。",
     "Finding: customers who bought twice within 30 days have a 3x higher lifetime value.",
-    "SQL used for top products: SELECT product_id, COUNT(*) FROM order_items GROUP BY product_id ORDER BY 2 DESC LIMIT 10",
+    "SQL used for top products: SELECT product_id, COUNT(*) FROM order_items GROUP BY product_id "
+    "ORDER BY 2 DESC LIMIT 10",
     "结论：北京门店的客单价比上海高 12 元。",
     "The churn analysis notebook lives at /srv/analysis/churn_2024.ipynb",
     "Conclusion: weekend orders carry smaller baskets but higher shipping costs.",

@@ -87,7 +87,10 @@ def test_embedder_connection_error_does_not_break_the_run(manager, flaky, tmp_pa
     assert "万元" in injected(team.agent_input("text2sql"))
 
 
-def test_backend_down_queues_writes_and_replays_them(manager, tmp_path, monkeypatch):
+@pytest.mark.parametrize("fault", [BackendUnavailable("store down (injected)"),
+                                   sqlite3.OperationalError("database or disk is full")],
+                         ids=["unavailable", "disk_full"])
+def test_backend_down_queues_writes_and_replays_them(manager, tmp_path, monkeypatch, fault):
     backend = manager.service.backend
     # Every SQLite write (plain upsert and the policy's compare-and-write) goes through _upsert.
     real_upsert = backend._upsert
@@ -95,13 +98,13 @@ def test_backend_down_queues_writes_and_replays_them(manager, tmp_path, monkeypa
 
     def upsert(*a: Any, **k: Any) -> Any:
         if state["down"]:
-            raise BackendUnavailable("store down (injected)")
+            raise fault
         return real_upsert(*a, **k)
 
     monkeypatch.setattr(backend, "_upsert", upsert)
     team = Team(manager, tmp_path)
     out = team.say("u1", "t1", PREF, final="好的")
-    assert out["messages"][-1].content == "好的" and any("BackendUnavailable" in e for e in errors_of(out))
+    assert out["messages"][-1].content == "好的" and any(type(fault).__name__ in e for e in errors_of(out))
     assert manager.service.count("user_profile/u1") == 0
     state["down"] = False
     out = team.say("u1", "t2", "查一下2024年华东地区每个月的 GMV", query_task="2024年华东地区每月 GMV")
@@ -145,5 +148,6 @@ def test_memory_hooks_survive_an_embedder_outage(tmp_path, flaky):
         assert out["messages"][-1].content == "好的"
         assert any(e["kind"] == "retry_queued" for e in out["memory_log"])
         flaky.down = False
-        app.invoke({"messages": [("user", "做一份华东区营收报表")]}, {"configurable": {"thread_id": "s2", "user_id": "u1"}})
+        app.invoke({"messages": [("user", "做一份华东区营收报表")]},
+                   {"configurable": {"thread_id": "s2", "user_id": "u1"}})
         assert "万元" in str(model.calls[-1][0].content)  # replayed at the next turn, then recalled

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage
@@ -22,6 +21,7 @@ from langgraph.prebuilt import InjectedStore
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langmem import create_manage_memory_tool, create_search_memory_tool
+from pydantic import BaseModel
 
 from agents import default_agents
 from agents.base import AgentResult, agent_input, recursion_config

@@ -55,3 +55,12 @@ def test_supervisor_and_tools_resolve_the_same_label():
     anon = {"configurable": {"thread_id": "t9"}}
     assert resolve_user_id(None, anon) == user_id_from_config(anon) == thread_label("t9")
     assert resolve_user_id(None, anon, "off") is None and user_id_from_config(anon, "off") is None
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import memory.policy.identity
+
+    result = doctest.testmod(memory.policy.identity)
+    assert result.attempted > 0 and result.failed == 0
