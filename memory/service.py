@@ -154,7 +154,10 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
     known = set(MemoryMetadata.model_fields)
     # Unknown keys go to `extra` rather than failing, so callers can attach their own fields.
     data = {k: v for k, v in metadata.items() if k in known}
-    extra = dict(data.pop("extra", {}) or {})
+    raw_extra = data.pop("extra", None) or {}
+    if not isinstance(raw_extra, Mapping):
+        raise InvalidInput(f"metadata['extra'] must be a dict, got {type(raw_extra).__name__}")
+    extra = dict(raw_extra)
     extra.update({k: v for k, v in metadata.items() if k not in known})
     try:
         return MemoryMetadata(**data, extra=extra)
