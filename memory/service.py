@@ -36,6 +36,7 @@ MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default
 # The most results one call returns: larger values only overflowed SQLite's 64-bit integers
 # (OverflowError) or asked a backend for more than it could hold.
 MAX_RESULTS = 1_000_000
+MAX_SQL_INT = 2**62  # SQLite integers are 64-bit: a larger LIMIT / OFFSET raised OverflowError
 
 
 def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MAX_RESULTS) -> int:
@@ -377,8 +378,9 @@ class MemoryService:
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
         """Current memories under a namespace prefix, newest first."""
-        check_count("limit", limit)
-        check_count("offset", offset, maximum=2**62)
+        # Up to SQLite's integer range: callers page through everything with limit=10**9.
+        check_count("limit", limit, maximum=MAX_SQL_INT)
+        check_count("offset", offset, maximum=MAX_SQL_INT)
         validate_filter(filter)
         return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
                                    limit=limit, offset=offset)
