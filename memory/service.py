@@ -36,6 +36,7 @@ MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default
 # The most results one call returns: larger values only overflowed SQLite's 64-bit integers
 # (OverflowError) or asked a backend for more than it could hold.
 MAX_RESULTS = 1_000_000
+MAX_SQL_INT = 2**62  # SQLite integers are 64-bit: a larger LIMIT / OFFSET raised OverflowError
 
 
 def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MAX_RESULTS) -> int:
@@ -154,7 +155,10 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
     known = set(MemoryMetadata.model_fields)
     # Unknown keys go to `extra` rather than failing, so callers can attach their own fields.
     data = {k: v for k, v in metadata.items() if k in known}
-    extra = dict(data.pop("extra", {}) or {})
+    raw_extra = data.pop("extra", None) or {}
+    if not isinstance(raw_extra, Mapping):
+        raise InvalidInput(f"metadata['extra'] must be a dict, got {type(raw_extra).__name__}")
+    extra = dict(raw_extra)
     extra.update({k: v for k, v in metadata.items() if k not in known})
     try:
         return MemoryMetadata(**data, extra=extra)
@@ -374,8 +378,9 @@ class MemoryService:
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:
         """Current memories under a namespace prefix, newest first."""
-        check_count("limit", limit)
-        check_count("offset", offset, maximum=2**62)
+        # Up to SQLite's integer range: callers page through everything with limit=10**9.
+        check_count("limit", limit, maximum=MAX_SQL_INT)
+        check_count("offset", offset, maximum=MAX_SQL_INT)
         validate_filter(filter)
         return self.backend.scroll(parse_namespace(namespace), filter=dict(filter) if filter else None,
                                    limit=limit, offset=offset)

@@ -94,6 +94,18 @@ class _Put(NamedTuple):
     ttl: float | None
 
 
+def _check_key(key: object) -> str:
+    """An item key as text (non-strings are stringified, as before); lone surrogates are refused:
+    SQLite and the audit log cannot store them (they raised UnicodeEncodeError)."""
+    text = str(key)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"key {text!r:.60} is not valid Unicode text (unpaired surrogate); "
+                           "it probably came from undecodable bytes") from None
+    return text
+
+
 class MemoryStore(StoreSupport, BaseStore):
     """LangGraph ``BaseStore`` over our memory service (SQLite or Qdrant, hybrid search).
 
@@ -240,6 +252,7 @@ class MemoryStore(StoreSupport, BaseStore):
 
     def _check(self, op: Any) -> Any:
         if isinstance(op, GetOp):
+            _check_key(op.key)
             return check_namespace(op.namespace)
         if isinstance(op, PutOp):
             return self._check_put(op)
@@ -269,7 +282,7 @@ class MemoryStore(StoreSupport, BaseStore):
 
     def _check_put(self, op: PutOp) -> _Put:
         ns = check_namespace(op.namespace)
-        key = str(op.key)
+        key = _check_key(op.key)
         if op.value is None:
             return _Put(ns, key, None, [], None)
         if not isinstance(op.value, Mapping):
@@ -279,8 +292,9 @@ class MemoryStore(StoreSupport, BaseStore):
         if op.index is False:
             texts: list[str] = []
         else:
-            if op.index is not None and (isinstance(op.index, str) or not isinstance(op.index, list | tuple)):
-                raise InvalidInput(f"index must be False or a list of paths, got {op.index!r}")
+            if op.index is not None and (isinstance(op.index, str) or not isinstance(op.index, list | tuple)
+                                         or not all(isinstance(p, str) for p in op.index)):
+                raise InvalidInput(f"index must be False or a list of paths (strings), got {op.index!r:.80}")
             texts = item_texts(value, list(op.index) if op.index is not None else self._fields)
         limit = self.service.settings.max_content_chars
         if sum(len(t) + 1 for t in texts) > limit:  # keep the record's text within our limit

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from memory import scoring
-from memory.errors import BackendUnavailable, InvalidInput, NotFound
+from memory.errors import BackendUnavailable, NotFound
 from memory.filters import validate_filter
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.access import AccessControl

@@ -38,13 +38,14 @@ from memory.policy.manager import Actor, MemoryManager
 from memory.store import MemoryStore
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
-# The sentinel user "u9": no generated call names "u9" or the root "vault". Its "u1" label sits at
-# position 2, so forget_user("u1") matching labels anywhere would delete it.
+# The sentinel user "u9", under roots no generated call names ("vault", "safe"), so that even a
+# whole-root delete_namespace cannot reach it legitimately. Labels "u1" / "preferences" sit at
+# position 2: forget_user("u1") matching a label anywhere would delete them.
 SENTINEL = {("vault", "u9"): ["u9 keeps the vault combination 8-3-1", "u9 prefers tea"],
-            ("memories", "u9", "u1"): ["u9's note about u1's project"],
-            ("user_profile", "u9"): ["u9 works in the Hangzhou office"]}
+            ("vault", "u9", "u1"): ["u9's note about u1's project"],
+            ("safe", "u9", "preferences"): ["u9 works in the Hangzhou office"]}
 ROOTS = ["user_profile", "domain_facts", "memories", "task_traces"]
-USERS = ["u1", "u12", "u1x", "preferences", "vault", "user_profile"]
+USERS = ["u1", "u12", "u1x", "preferences", "user_profile"]
 CALLS = {"service": 0, "manager": 0, "store": 0}
 # FUZZ_RANDOM=1 explores new inputs (and FUZZ_EXAMPLES=N more of them) instead of the fixed ones.
 HSET = hsettings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "450")), deadline=None, database=None,
@@ -60,13 +61,12 @@ junk = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_v
                                                                                           st.integers(), max_size=2))
 odd_text = st.sampled_from(["", " ", "\x00", "a\x00b", "\ud800", "x\udcff", "a/b", "..", "%", "_", "\u200b",
                             "line\nbreak", "x" * 130, "字" * 200, "y" * 21_000, "DROP TABLE memories; --"])
-label = st.one_of(st.sampled_from(USERS + ROOTS), st.text(max_size=8).filter(lambda s: "u9" not in s
-                                                                             and "vault" not in s))
+label = st.one_of(st.sampled_from(USERS + ROOTS), st.text(max_size=8).filter(lambda t: t not in ("vault", "safe")))
 namespace = st.one_of(
     st.tuples(st.sampled_from(ROOTS), st.sampled_from(USERS)).map("/".join),
     st.tuples(st.sampled_from(ROOTS), st.sampled_from(USERS)),
     st.tuples(st.sampled_from(ROOTS), st.sampled_from(USERS), label),
-    st.lists(label, max_size=10).map(tuple),
+    st.lists(label, min_size=1, max_size=10).map(tuple),
     st.sampled_from(ROOTS), odd_text, junk,
 )
 text = st.one_of(st.sampled_from(["Prefers bar charts", "以后报表都用万元为单位", "revenue is in fact_sales",
@@ -234,7 +234,9 @@ def test_fuzz_manager(world: dict[str, Any], data: st.DataObject) -> None:
         _run(world, "manager", lambda: mm.sweep(now=data.draw(when)), _ignore)
     elif op == "forget_user":
         user = data.draw(st.one_of(st.sampled_from(USERS), odd_text, junk))
-        _run(world, "manager", lambda: mm.forget_user(user, position=data.draw(st.one_of(st.just(1), count)),
+        # Position 1, or one that is refused: another valid position may name the sentinel by design.
+        position = data.draw(st.one_of(st.just(1), st.integers(max_value=0), st.integers(min_value=8), junk))
+        _run(world, "manager", lambda: mm.forget_user(user, position=position,
                                                       now=data.draw(when)), _ignore)
     else:
         _run(world, "manager", lambda: mm.delete_where(ns, data.draw(flt), hard=data.draw(st.booleans())), _ignore)
