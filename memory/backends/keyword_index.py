@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
+from itertools import chain, count
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -81,6 +82,60 @@ class KeywordIndex:
                 post = self._postings[term] = (array("q"), array("f"))
             post[0].append(slot)
             post[1].append(tf)
+
+    def add_many(self, rids: Sequence[int], ns: Namespace, docs: Sequence[Sequence[str]],
+                 doc_lens: Sequence[int]) -> None:
+        """Index many rows of one namespace at once (a partition load); like ``add`` per row.
+
+        Vectorised: a per-row ``add`` (Counter + an array append per term) cost ~80 us a row,
+        2.7 s for a third of a 100k store; here one dict lookup per token does the Python work
+        and numpy counts term frequencies.
+        """
+        for rid in rids:
+            if rid in self._slot_of:
+                self.remove(rid)
+        n = len(rids)
+        if not n:
+            return
+        while self._n_slots + n > len(self._rid):
+            self._grow()
+        first = self._n_slots
+        slots = np.arange(first, first + n, dtype=np.int64)
+        ns_id = self._ns_ids.get(ns)
+        if ns_id is None:
+            ns_id = self._ns_ids[ns] = len(self._ns_list)
+            self._ns_list.append(ns)
+        self._rid[first : first + n] = rids
+        self._len[first : first + n] = doc_lens
+        self._ns[first : first + n] = ns_id
+        self._alive[first : first + n] = True
+        self._slot_of.update(zip((int(r) for r in rids), range(first, first + n), strict=True))
+        self._n_slots += n
+        self._total_len += float(np.sum(np.asarray(doc_lens, dtype=np.float64)))
+        vocab: dict[str, int] = {}
+        counts = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+        # Term ids in C: setdefault keeps the first token position a term was seen at as its id
+        # (unique per term, not contiguous, which is all the grouping below needs).
+        ids = list(map(vocab.setdefault, chain.from_iterable(docs), count()))
+        if not ids:
+            return
+        term_of = np.asarray(ids, dtype=np.int64)
+        slot_of = np.repeat(slots, counts)
+        span = first + n
+        pair, tf = np.unique(term_of * span + slot_of, return_counts=True)  # sorted by term, then slot
+        p_term, p_slot = pair // span, pair % span
+        cuts = np.flatnonzero(np.diff(p_term)) + 1
+        starts = np.concatenate([[0], cuts]).tolist()
+        ends = np.concatenate([cuts, [len(pair)]]).tolist()
+        words = {v: k for k, v in vocab.items()}
+        tf32 = tf.astype(np.float32)
+        for a, b in zip(starts, ends, strict=True):
+            term = words[int(p_term[a])]
+            post = self._postings.get(term)
+            if post is None:
+                post = self._postings[term] = (array("q"), array("f"))
+            post[0].frombytes(p_slot[a:b].tobytes())
+            post[1].frombytes(tf32[a:b].tobytes())
 
     def remove(self, rid: int) -> None:
         slot = self._slot_of.pop(rid, None)

@@ -234,20 +234,32 @@ class PartitionState:
         return int(rows * (self.dim * 4 * 1.25 + 200))
 
 
-def load_partition(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex, kw: KeywordIndex,
-                   ns: Namespace, rids: np.ndarray) -> None:
-    """Put namespace ``ns`` (rows ``rids``) into the vector and keyword indexes."""
-    rids = np.sort(rids)
-    if len(rids):
-        index.add_block(ns, rids, vf.rows(rids))
-    dl_extra = len(ns)  # FTS5's document length counts the namespace column (one per ancestor)
-    for i in range(0, len(rids), 500):
-        chunk = rids[i : i + 500].tolist()
-        for rid, terms in conn.execute(
-            f"SELECT rowid, terms FROM memories_fts WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
-        ):
-            t = (terms or "").split()
-            kw.add(int(rid), ns, t, doc_len=len(t) + dl_extra)
+def load_partitions(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex, kw: KeywordIndex,
+                    parts: list[tuple[Namespace, np.ndarray]]) -> None:
+    """Put namespaces (each with its rows) into the vector and keyword indexes.
+
+    One gather from the vector file for all of them: rows of many namespaces interleave in
+    rid order, so together they are dense enough to be read span by span.
+    """
+    parts = [(ns, np.sort(r)) for ns, r in parts]
+    allr = np.concatenate([r for _, r in parts]) if parts else np.zeros(0, dtype=np.int64)
+    vecs = vf.rows(allr)
+    at = 0
+    for ns, rids in parts:
+        if len(rids):
+            index.add_block(ns, rids, vecs[at : at + len(rids)])
+        at += len(rids)
+        dl_extra = len(ns)  # FTS5's document length counts the namespace column (one per ancestor)
+        got: list[int] = []
+        docs: list[list[str]] = []
+        for i in range(0, len(rids), 500):
+            chunk = rids[i : i + 500].tolist()
+            rows = conn.execute(
+                f"SELECT rowid, terms FROM memories_fts WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            got.extend(r for r, _ in rows)
+            docs.extend((t or "").split() for _, t in rows)
+        kw.add_many(got, ns, docs, [len(d) + dl_extra for d in docs])
 
 
 def drop_partition(index: VectorIndex, kw: KeywordIndex, ns: Namespace, rids: Iterable[int]) -> None:
@@ -315,9 +327,9 @@ class PartitionMixin:
         cat = self._catalogue()
         vf = self._vector_file()
         vf.catch_up(self._conn)
-        for ns in missing:
-            rids = cat.rids_of(ns)
-            load_partition(self._conn, vf, self._index, self._kw, ns, rids)
+        todo = [(ns, cat.rids_of(ns)) for ns in missing]
+        load_partitions(self._conn, vf, self._index, self._kw, todo)
+        for ns, rids in todo:
             parts.loaded[ns] = parts.partition_bytes(len(rids))
             parts.loads += 1
         keep = set(blocks)
@@ -374,6 +386,6 @@ class PartitionMixin:
 
 
 __all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
-           "fts_totals", "load_basis", "load_partition", "refit_due", "sample_rows", "save_basis"]
+           "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
 
 
