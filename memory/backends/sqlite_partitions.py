@@ -235,31 +235,46 @@ class PartitionState:
 
 
 def load_partitions(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex, kw: KeywordIndex,
-                    parts: list[tuple[Namespace, np.ndarray]]) -> None:
+                    parts: list[tuple[Namespace, np.ndarray]], store_rows: int) -> None:
     """Put namespaces (each with its rows) into the vector and keyword indexes.
 
-    One gather from the vector file for all of them: rows of many namespaces interleave in
-    rid order, so together they are dense enough to be read span by span.
+    One gather from the vector file for all of them (rows of many namespaces interleave in rid
+    order, so together they are dense enough to be read span by span), and one keyword build.
+    Terms come from the FTS5 table's content table (a plain table: rowid lookups there cost a
+    fraction of the FTS5 virtual table's), scanned whole when most of the store is wanted.
     """
-    parts = [(ns, np.sort(r)) for ns, r in parts]
-    allr = np.concatenate([r for _, r in parts]) if parts else np.zeros(0, dtype=np.int64)
+    if not parts:
+        return
+    allr = np.concatenate([r for _, r in parts])
     vecs = vf.rows(allr)
     at = 0
+    row_ns: dict[int, Namespace] = {}
     for ns, rids in parts:
         if len(rids):
-            index.add_block(ns, rids, vecs[at : at + len(rids)])
+            part = vecs[at : at + len(rids)]
+            # Own copy when several share the gather: an evicted partition must free its memory.
+            index.add_block(ns, rids, part if len(parts) == 1 else part.copy())
         at += len(rids)
-        dl_extra = len(ns)  # FTS5's document length counts the namespace column (one per ancestor)
-        got: list[int] = []
-        docs: list[list[str]] = []
-        for i in range(0, len(rids), 500):
-            chunk = rids[i : i + 500].tolist()
+        row_ns.update(dict.fromkeys(rids.tolist(), ns))
+    got: list[int] = []
+    docs: list[list[str]] = []
+    if len(allr) * 4 >= store_rows:
+        for rid, terms in conn.execute("SELECT id, c1 FROM memories_fts_content"):
+            if rid in row_ns:
+                got.append(rid)
+                docs.append((terms or "").split())
+    else:
+        srt = np.sort(allr)
+        for i in range(0, len(srt), 500):
+            chunk = srt[i : i + 500].tolist()
             rows = conn.execute(
-                f"SELECT rowid, terms FROM memories_fts WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+                f"SELECT id, c1 FROM memories_fts_content WHERE id IN ({','.join('?' * len(chunk))})", chunk
             ).fetchall()
             got.extend(r for r, _ in rows)
             docs.extend((t or "").split() for _, t in rows)
-        kw.add_many(got, ns, docs, [len(d) + dl_extra for d in docs])
+    nss = [row_ns[r] for r in got]
+    # FTS5's document length counts the namespace column too (one term per ancestor).
+    kw.add_many(got, nss, docs, [len(d) + len(n) for d, n in zip(docs, nss, strict=True)])
 
 
 def drop_partition(index: VectorIndex, kw: KeywordIndex, ns: Namespace, rids: Iterable[int]) -> None:
@@ -328,7 +343,7 @@ class PartitionMixin:
         vf = self._vector_file()
         vf.catch_up(self._conn)
         todo = [(ns, cat.rids_of(ns)) for ns in missing]
-        load_partitions(self._conn, vf, self._index, self._kw, todo)
+        load_partitions(self._conn, vf, self._index, self._kw, todo, len(cat))
         for ns, rids in todo:
             parts.loaded[ns] = parts.partition_bytes(len(rids))
             parts.loads += 1

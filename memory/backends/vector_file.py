@@ -245,7 +245,6 @@ class VectorFile:
         out = np.empty((len(rids), self.dim), dtype=np.float32)
         lo, hi = int(srt[0]), int(srt[-1]) + 1
         if len(srt) * 8 >= hi - lo:  # dense (an eighth of the span or more): read the span in chunks
-            got = np.empty((len(srt), self.dim), dtype=np.float32)
             step = SPAN_CHUNK
             for a in range(lo, hi, step):
                 sel = slice(int(np.searchsorted(srt, a)), int(np.searchsorted(srt, a + step)))
@@ -253,8 +252,7 @@ class VectorFile:
                     continue
                 n = min(step, hi - a)
                 block = np.frombuffer(self._read(a, n), dtype="<f4").reshape(n, self.dim)
-                got[sel] = block[srt[sel] - a]
-            out[order] = got
+                out[order[sel]] = block[srt[sel] - a]
             return out
         cuts = np.flatnonzero(np.diff(srt) != 1) + 1
         starts = np.concatenate([[0], cuts])
