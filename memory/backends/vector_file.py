@@ -200,8 +200,21 @@ class VectorFile:
                     self._map(max(0, (size - HEADER) // self._row_bytes()))
                 if have == now:
                     return now
+                floor = conn.execute("SELECT value FROM meta WHERE key = 'deletions_floor'").fetchone()
+                if have and floor is not None and have < int(floor[0]):
+                    have = 0  # deletions we would have to erase were pruned from the log: rewrite all
+                    self.rebuilds += 1
                 (hi,) = conn.execute("SELECT MAX(rid) FROM memories").fetchone()
                 self._grow(int(hi or 0) + 1)
+                # Deleted rows are erased, not just left unused: forgetting a user must not leave
+                # their vectors in a file beside the store. A rebuild zeroes every row first.
+                if have == 0:
+                    self._mat[:] = 0
+                else:
+                    gone = [r for (r,) in conn.execute(
+                        "SELECT rid FROM deletions WHERE seq > ? AND seq <= ?", (have, now)) if r < len(self._mat)]
+                    if gone:
+                        self._mat[np.asarray(gone, dtype=np.int64)] = 0
                 last = 0
                 while True:
                     rows = conn.execute(

@@ -232,3 +232,23 @@ def test_another_process_writes_reach_loaded_and_unloaded_partitions(tmp_path: P
             assert res[0].record.id == rid and res[0].vector_score == pytest.approx(1.0, abs=1e-5)
         ids = {h.record.id for h in b.query(_q(("facts", "u1"), e3, limit=PER_NS + 5))}
         assert "facts-u1-3" not in ids and len(ids) == PER_NS  # one deleted, one added
+
+
+def test_deleted_rows_are_erased_from_the_vector_file(tmp_path: Path) -> None:
+    """forget-user must not leave a user's vectors in the file beside the store."""
+    path = tmp_path / "p.sqlite"
+    vecs = _fill(path)
+    gone = [k for k in vecs if "-u2-" in k]
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        b.query(_q(("facts", "u2"), _vecs(1, 3)[0]))  # the file now holds every row
+        rids = [r for (r,) in b._conn.execute(
+            f"SELECT rid FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)]
+        assert b.delete(namespace=("facts", "u2")) + b.delete(namespace=("user_profile", "u2")) == len(gone)
+        b.flush_vectors()
+    raw = Path(sidecar_path(str(path))).read_bytes()  # type: ignore[arg-type]
+    for rid in rids:
+        row = np.frombuffer(raw[HEADER + rid * DIM * 4 : HEADER + (rid + 1) * DIM * 4], dtype="<f4")
+        assert not row.any()
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        assert b.residue(("facts", "u2")) == {"rows": 0, "vectors": 0, "keyword_entries": 0}
+        assert b.query(_q(("facts", "u1"), _vecs(1, 3)[0]))  # the others still there
