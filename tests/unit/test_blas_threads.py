@@ -38,7 +38,10 @@ def test_vector_scan_uses_one_blas_thread(monkeypatch) -> None:
 def test_use_embeds_queries_on_one_thread_and_restores_its_setting(monkeypatch) -> None:
     emb = get_embedder("local/use-multilingual-v3", threads=2, batch_size=64)
     emb.embed_documents(["warm up the model"])
-    packaged = emb.inner._model.model  # the UseMultilingualEmbedding inside fastembed
+    # The packaged USE runs through memory.use_direct.UseDirect (no fastembed import), or through
+    # fastembed's UseMultilingualEmbedding when the direct loader fell back.
+    packaged = emb.inner._model
+    packaged = getattr(packaged, "model", packaged)
     backend = packaged._model._model
     assert backend.threads == 2
     seen: list[set[int]] = []
