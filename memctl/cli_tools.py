@@ -70,7 +70,8 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
     for r in result["results"]:
         for sysname in ("ours", "langgraph"):
             if f"{sysname}_scoped_s" in r:
-                t.add_row(str(r["n"]), sysname, f"{r[f'{sysname}_scoped_s']:.2f}", f"{r[f'{sysname}_scoped_rss_mb']:.0f}",
+                t.add_row(str(r["n"]), sysname,
+                          f"{r[f'{sysname}_scoped_s']:.2f}", f"{r[f'{sysname}_scoped_rss_mb']:.0f}",
                           f"{r[f'{sysname}_unscoped_s']:.2f}", f"{r[f'{sysname}_unscoped_rss_mb']:.0f}")
     out.print(t)
     out.print(f"memctl --help: {result['help_s']:.2f} s; load average {result['config']['load_avg']}")
@@ -91,7 +92,8 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
     cold: Annotated[bool, typer.Option(
         "--cold", help="Process start -> first result (scoped and unscoped `memctl search`) and peak RSS, "
-        "ours vs LangGraph SqliteStore + sqlite-vec, fresh processes; stores built once and kept in the cache")] = False,
+        "ours vs LangGraph SqliteStore + sqlite-vec, fresh processes; stores built once and kept in the cache")
+    ] = False,
     runs: Annotated[int, typer.Option(help="--cold: fresh processes per measurement (median)")] = 3,
     rebuild: Annotated[bool, typer.Option(help="--cold: rebuild the cached stores")] = False,
 ) -> None:

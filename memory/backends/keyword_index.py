@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from itertools import chain, count
 from collections.abc import Iterable, Sequence
+from itertools import chain, count
 
 import numpy as np
 

@@ -28,6 +28,7 @@ import numpy as np
 from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_schema import (
     COLS,
     MIGRATIONS,
@@ -38,9 +39,7 @@ from memory.backends.sqlite_schema import (
     ns_terms,
     row_to_record,
 )
-from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_sync import SqliteFileMixin
-from memory.backends import vector_index as vi
 from memory.backends.vector_file import VectorFile
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput
@@ -486,19 +485,6 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             "dim": self.dim, "rows": rows, "keyword_rows": fts, "vectors": vectors,
             "file_bytes": size, "loaded_partitions": loaded,
         }
-
-    def flush_vectors(self) -> None:
-        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
-
-        Call after a bulk load: otherwise the next process to search copies the new rows from
-        SQLite itself (every process shares the result, but one of them pays for it).
-        """
-        with self._lock, self._translate():
-            self._check_open()
-            self._sync()
-            self._vector_file().catch_up(self._conn)
-            if len(self._catalogue()) >= vi.TWO_STAGE_MIN_ROWS:
-                self._basis_now()
 
     def close(self) -> None:
         with self._lock:

@@ -28,9 +28,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-
 import numpy as np
 
+from memory.backends import vector_index
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.vector_file import VectorFile, file_tag, sidecar_path
 from memory.backends.vector_index import FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
@@ -355,6 +355,19 @@ class PartitionMixin:
             del parts.loaded[victim]
             drop_partition(self._index, self._kw, victim, cat.rids_of(victim))
             parts.evictions += 1
+
+    def flush_vectors(self) -> None:
+        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
+
+        Call after a bulk load: otherwise the next process to search copies the new rows from
+        SQLite itself (every process shares the result, but one of them pays for it).
+        """
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            self._vector_file().catch_up(self._conn)
+            if len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS:
+                self._basis_now()
 
     def _partition_loaded(self, ns: Namespace) -> bool:
         return ns in self._parts.loaded

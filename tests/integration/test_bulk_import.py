@@ -65,7 +65,8 @@ def test_a_bad_line_names_itself_and_nothing_is_written(svc: MemoryService, tmp_
         json.dumps({"content": "x", "namespace": "a//b"}): (InvalidNamespace, "line 3: namespace"),
         json.dumps({"content": "x", "namespace": "a/b", "colour": 1}): (InvalidInput, "line 3: unknown field"),
         json.dumps({"content": "x"}): (InvalidInput, "line 3: no namespace"),
-        json.dumps({"content": "x", "namespace": "a/b", "created_at": "yesterday"}): (InvalidInput, "line 3: created_at"),
+        json.dumps({"content": "x", "namespace": "a/b", "created_at": "yesterday"}):
+            (InvalidInput, "line 3: created_at"),
         json.dumps([1, 2]): (InvalidInput, "line 3: expected a JSON object"),
     }
     for i, (line, (exc, msg)) in enumerate(cases.items()):
