@@ -225,6 +225,7 @@ class PartitionState:
         self.totals: tuple[int, int] | None = None
         self.basis: tuple[np.ndarray | None, int] | None = None  # (basis, rows it was fitted on)
         self.basis_fits = 0  # fits done by this process (tests: a persisted basis is reused)
+        self.large_searches: dict[tuple[Namespace, ...], int] = {}  # see PartitionMixin._plan
 
     def bytes_loaded(self) -> int:
         return sum(self.loaded.values())
@@ -293,6 +294,84 @@ def sample_rows(cat: NsCatalogue, vf: VectorFile, take: int = FIT_SAMPLE) -> np.
 
 def refit_due(basis: tuple[np.ndarray | None, int] | None, rows: int) -> bool:
     return basis is None or rows >= REFIT_GROWTH * max(basis[1], 1)
+
+
+class StreamIndex:
+    """A search over namespaces that are not loaded, straight from the vector file.
+
+    The same interface as :class:`VectorIndex` where ``SqliteBackend.query`` uses it. A fresh
+    process's first search over most of a store (a CLI call, an MCP client) scanned the file
+    once instead of loading every partition first (100k rows: 15 s and 1 GB RSS for the load on
+    a busy 2-core machine). The scan is exact: every selected row is scored.
+    """
+
+    def __init__(self, vf: VectorFile, cat: NsCatalogue, blocks: list[Namespace], dim: int):
+        self.vf, self.cat, self.blocks, self.dim = vf, cat, blocks, dim
+        self._sims: tuple[np.ndarray, np.ndarray] | None = None
+        self.last_plan = "stream"
+
+    def size(self, namespaces: list[Namespace]) -> int:
+        return self.cat.size(namespaces)
+
+    def _all(self, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._sims is None:
+            wanted = np.zeros(len(self.cat.ns_list) + 1, dtype=bool)
+            for ns in self.blocks:
+                wanted[self.cat.ids[ns]] = True
+            code = self.cat.code
+            rids_all: list[np.ndarray] = []
+            sims_all: list[np.ndarray] = []
+            for lo, mat in self.vf.chunks(len(code)):
+                sel = code[lo : lo + len(mat)]
+                keep = np.flatnonzero(wanted[sel])  # code -1 indexes the spare last slot: False
+                if len(keep):
+                    rids_all.append(keep + lo)
+                    sims_all.append(mat[keep] @ vec)
+            rids = np.concatenate(rids_all) if rids_all else np.zeros(0, dtype=np.int64)
+            sims = np.concatenate(sims_all) if sims_all else np.zeros(0, dtype=np.float32)
+            self._sims = (rids.astype(np.int64), sims.astype(np.float32))
+        return self._sims
+
+    def search(self, namespaces: list[Namespace], vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        rids, sims = self._all(vec)
+        if k < len(sims):
+            part = np.argpartition(-sims, k - 1)[:k]
+            rids, sims = rids[part], sims[part]
+        order = np.lexsort((rids, -sims))
+        return rids[order], sims[order]
+
+    def search_rids(self, rids: np.ndarray, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        code = self.cat.code
+        rids = np.asarray([r for r in rids.tolist() if r < len(code) and code[r] >= 0], dtype=np.int64)
+        if not len(rids):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        sims = self.vf.rows(rids) @ vec
+        order = np.lexsort((rids, -sims))[:k]
+        return rids[order], sims[order]
+
+    def vector(self, rid: int) -> np.ndarray | None:
+        return self.vf.rows(np.asarray([rid], dtype=np.int64))[0]
+
+
+def fts_keyword(conn: sqlite3.Connection, prefixes: Iterable[Namespace], terms: list[str]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(rids, BM25) of rows under ``prefixes`` matching any of ``terms``, scored by FTS5 itself.
+
+    What the in-memory index computes (it mirrors this ``bm25()``), without loading postings.
+    """
+    from memory.backends.sqlite_schema import ns_term
+
+    if not terms:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    quoted = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    nss = " OR ".join(ns_term(p) for p in prefixes)
+    rows = conn.execute(
+        "SELECT rowid, bm25(memories_fts, 0.0, 1.0) FROM memories_fts WHERE memories_fts MATCH ?",
+        (f"nsk : ({nss}) AND terms : ({quoted})",)).fetchall()
+    rids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
+    scores = np.fromiter((-s for _, s in rows), dtype=np.float32, count=len(rows))
+    keep = scores > 0
+    return rids[keep], scores[keep]
 
 
 class PartitionMixin:
@@ -369,6 +448,28 @@ class PartitionMixin:
             if len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS:
                 self._basis_now()
 
+    # A search over at least this many rows of namespaces not loaded yet is served from the
+    # vector file and FTS5 (StreamIndex) instead of loading them, until the same selection has
+    # been searched LOAD_AFTER times in this process: then loading pays for itself.
+    STREAM_MIN_ROWS = 20_000
+    LOAD_AFTER = 3
+
+    def _plan(self, prefixes: Iterable[Namespace]) -> tuple[list[Namespace], StreamIndex | None]:
+        """The namespaces a search sees, and a StreamIndex when it should not load them."""
+        cat = self._catalogue()
+        prefixes = tuple(prefixes)
+        blocks = cat.matching(prefixes)
+        missing = [ns for ns in blocks if ns not in self._parts.loaded]
+        if missing and not self._conn.in_transaction and cat.size(missing) >= self.STREAM_MIN_ROWS:
+            seen = self._parts.large_searches.get(prefixes, 0) + 1
+            self._parts.large_searches[prefixes] = seen
+            if seen < self.LOAD_AFTER:
+                vf = self._vector_file()
+                vf.catch_up(self._conn)
+                return blocks, StreamIndex(vf, cat, blocks, self.dim)
+        self._ensure_loaded(blocks)
+        return blocks, None
+
     def _partition_loaded(self, ns: Namespace) -> bool:
         return ns in self._parts.loaded
 
@@ -413,7 +514,7 @@ class PartitionMixin:
         return basis
 
 
-__all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
+__all__ = ["NsCatalogue", "PartitionMixin", "StreamIndex", "fts_keyword", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
            "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
 
 

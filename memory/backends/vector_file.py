@@ -274,6 +274,16 @@ class VectorFile:
         out[order] = np.frombuffer(buf, dtype="<f4").reshape(-1, self.dim)
         return out
 
+    def chunks(self, rows: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first rid, matrix) for rows [0, rows) in SPAN_CHUNK pieces, read with pread."""
+        if self._fd is None:
+            for lo in range(0, min(rows, len(self._mat)), SPAN_CHUNK):
+                yield lo, self._mat[lo : lo + SPAN_CHUNK]
+            return
+        for lo in range(0, rows, SPAN_CHUNK):
+            n = min(SPAN_CHUNK, rows - lo)
+            yield lo, np.frombuffer(self._read(lo, n), dtype="<f4").reshape(n, self.dim)
+
     def _unmap(self) -> None:
         self._mat = np.zeros((0, self.dim), dtype=np.float32)
         if self._mm is not None:
