@@ -28,7 +28,7 @@ import numpy as np
 from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
-from memory.backends.sqlite_partitions import PartitionMixin, PartitionState, fts_keyword
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_schema import (
     COLS,
     MIGRATIONS,
@@ -39,6 +39,7 @@ from memory.backends.sqlite_schema import (
     ns_terms,
     row_to_record,
 )
+from memory.backends.sqlite_stream import fts_keyword
 from memory.backends.sqlite_sync import SqliteFileMixin
 from memory.backends.vector_file import VectorFile
 from memory.backends.vector_index import VectorIndex
