@@ -384,8 +384,10 @@ class PartitionMixin:
         blocks = cat.matching(prefixes)
         missing = [ns for ns in blocks if ns not in self._parts.loaded]
         if missing and not self._conn.in_transaction and cat.size(missing) >= self.STREAM_MIN_ROWS:
-            seen = self._parts.large_searches.get(prefixes, 0) + 1
-            self._parts.large_searches[prefixes] = seen
+            counts = self._parts.large_searches
+            if len(counts) > 1000:  # bounded: many distinct selections only restart their counts
+                counts.clear()
+            seen = counts[prefixes] = counts.get(prefixes, 0) + 1
             if seen < self.LOAD_AFTER:
                 vf = self._vector_file()
                 vf.catch_up(self._conn)
