@@ -185,14 +185,72 @@ def export(
                            "(`memctl import FILE`) or pass --force")
 
 
+def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedupe: bool,
+                  batch_size: int, workers: int | None) -> None:
+    """Bulk import of a JSON Lines file (memory.bulk): validate every line, then write in batches."""
+    import time
+
+    from memory.bulk import ImportReport, drop_duplicates, validate_jsonl, write_batches
+    from memory.policy.audit import AuditEvent
+    from memory.records import utcnow
+
+    if batch_size < 1:
+        raise InvalidInput(f"--batch-size must be >= 1, got {batch_size}")
+    if workers is not None and workers < 1:
+        raise InvalidInput(f"--workers must be >= 1, got {workers}")
+    t0 = time.perf_counter()
+    with _manager() as mm:
+        records = validate_jsonl(mm.service, file, ns)  # raises on the first bad line: nothing written
+        report = ImportReport(lines=len(records))
+        if dedupe:
+            records, report.skipped_duplicates = drop_duplicates(mm.service, records)
+        if not dry_run and records:
+            with _progress() as bar:
+                task = bar.add_task(f"import {file.name}", total=len(records))
+                report.batches = write_batches(mm.service, records, batch_size=batch_size, workers=workers,
+                                               progress=lambda done, _total: bar.update(task, completed=done))
+            report.written = len(records)
+            report.seconds = time.perf_counter() - t0
+            mm.audit.record(AuditEvent(
+                "import", None, None, "memctl", reason=f"bulk import of {file.name}",
+                details={"file": str(file), **report.as_dict()}, ts=utcnow()))
+        report.seconds = time.perf_counter() - t0
+    result = report.as_dict()
+    if as_json:
+        _print_json({"dry_run": dry_run, **result})
+    elif dry_run:
+        out.print(f"{file.name}: {result['lines']} valid lines; would write {len(records)} "
+                  f"({result['skipped_duplicates']} duplicates skipped)", highlight=False, markup=False)
+    else:
+        out.print(f"imported {result['written']} memories from {file.name} in {result['seconds']:.1f} s "
+                  f"({result['memories_per_s'] or 0:.0f}/s, {result['batches']} batches); "
+                  f"{result['skipped_duplicates']} duplicates skipped", highlight=False, markup=False)
+
+
 @_errors
 def import_(
-    file: Annotated[Path, typer.Argument(help="An exported (and edited) MEMORY.md")],
-    ns: Annotated[str | None, typer.Option("--ns", help="Namespace for a file without a memctl header")] = None,
+    file: Annotated[Path, typer.Argument(help="An exported (and edited) MEMORY.md, or a .jsonl file to bulk-import")],
+    ns: Annotated[str | None, typer.Option("--ns", help="Namespace for a file without a memctl header "
+                                           "(.jsonl: for lines without one)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    dedupe: Annotated[bool | None, typer.Option(
+        "--dedupe/--no-dedupe", help=".jsonl only: skip lines whose namespace already holds the same content "
+        "[default: dedupe]")] = None,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", help=".jsonl only: memories per transaction [default: 2000]")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", help=".jsonl only: embedding processes [default: one per core]")] = None,
 ) -> None:
-    """Apply a MEMORY.md's edits: edited bullets update, new ones are added, deleted ones removed (audited)."""
+    """Apply a MEMORY.md's edits (edited bullets update, new ones are added, deleted ones removed; audited),
+    or bulk-import a .jsonl file (one {"content", "namespace", ...} object per line)."""
+    if file.suffix.lower() in (".jsonl", ".ndjson"):
+        _import_jsonl(file, ns, dry_run, as_json, True if dedupe is None else dedupe,
+                      2000 if batch_size is None else batch_size, workers)
+        return
+    if dedupe is not None or batch_size is not None or workers is not None:
+        raise InvalidInput("--dedupe/--no-dedupe, --batch-size and --workers apply to .jsonl files only; "
+                           f"{file.name} is imported as a MEMORY.md")
     from memory.markdown_io import apply_import, parse_memory_md, plan_import, touched_since
     from memory.service import MAX_RESULTS
 

@@ -42,24 +42,68 @@ def demo(
         raise typer.Exit(1)
 
 
+def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild: bool, out_file: Path,
+                plot_file: Path, as_json: bool, cache: Path) -> None:
+    from memctl.bench_cold import plot_cold, run_cold
+    from memory.embeddings import get_embedder
+    from memory.settings import MemorySettings
+
+    model = MemorySettings(path=":memory:").embedding.model
+    base = get_embedder(model)
+    with _progress() as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        result = run_cold(size_list, runs=runs, model=model, emb=getattr(base, "inner", base), cache_dir=cache,
+                          langgraph=langgraph, rebuild=rebuild, progress=progress)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(result, indent=2))
+    plot_cold(result, plot_file)
+    if as_json:
+        _print_json(result)
+        return
+    t = Table("n", "system", "scoped s", "scoped RSS MiB", "unscoped s", "unscoped RSS MiB")
+    for r in result["results"]:
+        for sysname in ("ours", "langgraph"):
+            if f"{sysname}_scoped_s" in r:
+                t.add_row(str(r["n"]), sysname,
+                          f"{r[f'{sysname}_scoped_s']:.2f}", f"{r[f'{sysname}_scoped_rss_mb']:.0f}",
+                          f"{r[f'{sysname}_unscoped_s']:.2f}", f"{r[f'{sysname}_unscoped_rss_mb']:.0f}")
+    out.print(t)
+    out.print(f"memctl --help: {result['help_s']:.2f} s; load average {result['config']['load_avg']}")
+    out.print(f"wrote {out_file} and {plot_file}")
+
+
 @_errors
 def bench(
-    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes")] = "1000,10000,100000",
+    sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes (e.g. 1000,100000,1000000)")]
+    = "1000,10000,100000",
     queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
     systems: Annotated[str, typer.Option(help="Comma-separated: sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff")]
     = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
-    out_file: Annotated[Path, typer.Option("--out", help="Write the JSON here")] = Path("bench.json"),
-    plot_file: Annotated[Path, typer.Option("--plot", help="Write the latency-vs-size PNG here")] = Path("bench.png"),
+    out_file: Annotated[Path | None, typer.Option(
+        "--out", help="Write the JSON here [default: bench.json / cold.json in the cache directory]")] = None,
+    plot_file: Annotated[Path | None, typer.Option(
+        "--plot", help="Write the PNG here [default: bench.png / cold.png in the cache directory]")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
+    cold: Annotated[bool, typer.Option(
+        "--cold", help="Process start -> first result (scoped and unscoped `memctl search`) and peak RSS, "
+        "ours vs LangGraph SqliteStore + sqlite-vec, fresh processes; stores built once and kept in the cache")
+    ] = False,
+    runs: Annotated[int, typer.Option(help="--cold: fresh processes per measurement (median)")] = 3,
+    rebuild: Annotated[bool, typer.Option(help="--cold: rebuild the cached stores")] = False,
 ) -> None:
-    """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process."""
+    """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process
+    (or, with --cold, the cost of a fresh process's first search)."""
     import platformdirs
-
-    from memctl.bench import plot, run_bench
 
     known = {"sqlite", "qdrant", "numpy", "inmemory", "langgraph-sqlite", "handoff"}
     try:
-        size_list = tuple(int(x) for x in sizes.split(",") if x.strip())
+        size_list = tuple(int(x.replace("_", "")) for x in sizes.split(",") if x.strip())
     except ValueError:
         raise InvalidInput(f"--sizes must be comma-separated integers, got {sizes!r}") from None
     system_list = tuple(x.strip() for x in systems.split(",") if x.strip())
@@ -67,7 +111,22 @@ def bench(
         raise InvalidInput(f"--systems must be a comma-separated subset of {sorted(known)}")
     if not size_list or min(size_list) < 20 or queries < 1:
         raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
+    if runs < 1:
+        raise InvalidInput(f"--runs must be >= 1, got {runs}")
     cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
+    stem = "cold" if cold else "bench"
+    out_file = out_file or cache / f"{stem}.json"
+    plot_file = plot_file or cache / f"{stem}.png"
+    for f in (out_file, plot_file):  # before minutes of work, not after
+        if f.is_dir():
+            raise InvalidInput(f"{f} is a folder; give a file path")
+    if cold:
+        _bench_cold(size_list, runs, "langgraph-sqlite" in system_list, rebuild, out_file, plot_file, as_json,
+                    cache)
+        return
+
+    from memctl.bench import plot, run_bench
+
     with _progress() as bar:
         tasks: dict[str, Any] = {}
 
@@ -77,6 +136,7 @@ def bench(
             bar.update(tasks[stage], completed=done)
 
         result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text(json.dumps(result, indent=2))
     plot(result, plot_file)
     if as_json:

@@ -7,7 +7,7 @@ It validates input at the boundary, embeds, calls a backend and ranks with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -270,16 +270,35 @@ class MemoryService:
             vecs[idx] /= np.linalg.norm(vecs[idx], axis=1, keepdims=True)
         return vecs
 
-    def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None) -> list[MemoryRecord]:
-        """Validate all items first, then embed in batches and upsert; all-or-nothing."""
+    def write_many(self, items: Iterable[NewMemory], *, now: datetime | None = None,
+                   batch_size: int | None = None, dedupe: bool = False, workers: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> list[MemoryRecord]:
+        """Validate all items first, then embed and upsert; returns the records written.
+
+        Without ``batch_size``: one transaction, all-or-nothing. With it (bulk loads): batches of
+        that many, one transaction each, embedded in ``workers`` processes (default: one per
+        core) ahead of the writes, ``progress(done, total)`` after each batch
+        (:func:`memory.bulk.write_batches`). ``dedupe`` leaves out items whose namespace already
+        holds the same content (whitespace-normalised), in the store or earlier in ``items``.
+        """
         now = _now(now)
         items = list(items)
         records = [self._build(it, now) for it in items]
+        # An explicit id must not move another namespace's memory (checked before any work).
+        self._check_ids_stay([r for r, it in zip(records, items, strict=True) if it.id is not None])
+        if dedupe and records:
+            from memory.bulk import drop_duplicates
+
+            records, _ = drop_duplicates(self, records)
         if not records:
             return []
-        self._check_ids_stay([r for r, it in zip(records, items, strict=True) if it.id is not None])
-        vectors = self.embed_records(records)
-        self.backend.upsert(records, vectors)
+        if batch_size is None:
+            vectors = self.embed_records(records)
+            self.backend.upsert(records, vectors)
+        else:
+            from memory.bulk import write_batches
+
+            write_batches(self, records, batch_size=batch_size, workers=workers, progress=progress)
         return records
 
     def write(

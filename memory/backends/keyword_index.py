@@ -22,6 +22,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import chain, count
 
 import numpy as np
 
@@ -81,6 +82,69 @@ class KeywordIndex:
                 post = self._postings[term] = (array("q"), array("f"))
             post[0].append(slot)
             post[1].append(tf)
+
+    def add_many(self, rids: Sequence[int], ns: Namespace | Sequence[Namespace], docs: Sequence[Sequence[str]],
+                 doc_lens: Sequence[int]) -> None:
+        """Index many rows at once (partition loads); like ``add`` per row. ``ns``: one
+        namespace for every row, or a list with one per row.
+
+        Vectorised: a per-row ``add`` (Counter + an array append per term) cost ~80 us a row,
+        2.7 s for a third of a 100k store; here one dict lookup per token does the Python work
+        and numpy counts term frequencies.
+        """
+        for rid in rids:
+            if rid in self._slot_of:
+                self.remove(rid)
+        n = len(rids)
+        if not n:
+            return
+        while self._n_slots + n > len(self._rid):
+            self._grow()
+        first = self._n_slots
+        slots = np.arange(first, first + n, dtype=np.int64)
+        per_row = isinstance(ns, list)
+        for one in (dict.fromkeys(ns) if per_row else (ns,)):
+            if one not in self._ns_ids:
+                self._ns_ids[one] = len(self._ns_list)
+                self._ns_list.append(one)
+        self._rid[first : first + n] = rids
+        self._len[first : first + n] = doc_lens
+        if per_row:
+            self._ns[first : first + n] = np.fromiter(map(self._ns_ids.__getitem__, ns), dtype=np.int32, count=n)
+        else:
+            self._ns[first : first + n] = self._ns_ids[ns]  # type: ignore[index]
+        self._alive[first : first + n] = True
+        self._slot_of.update(zip((int(r) for r in rids), range(first, first + n), strict=True))
+        self._n_slots += n
+        self._total_len += float(np.sum(np.asarray(doc_lens, dtype=np.float64)))
+        vocab: dict[str, int] = {}
+        counts = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+        # Term ids in C: setdefault keeps the first token position a term was seen at as its id
+        # (unique per term, not contiguous, which is all the grouping below needs).
+        ids = list(map(vocab.setdefault, chain.from_iterable(docs), count()))
+        if not ids:
+            return
+        term_of = np.asarray(ids, dtype=np.int64)
+        slot_of = np.repeat(slots, counts)
+        span = first + n
+        pair, tf = np.unique(term_of * span + slot_of, return_counts=True)  # sorted by term, then slot
+        p_term, p_slot = pair // span, pair % span
+        cuts = np.flatnonzero(np.diff(p_term)) + 1
+        starts = np.concatenate([[0], cuts]).tolist()
+        ends = np.concatenate([cuts, [len(pair)]]).tolist()
+        words = {v: k for k, v in vocab.items()}
+        # Per term only Python-level slicing of two byte buffers (numpy slicing per term cost
+        # more than the whole build above it).
+        slot_bytes = memoryview(np.ascontiguousarray(p_slot, dtype=np.int64).tobytes())
+        tf_bytes = memoryview(tf.astype(np.float32).tobytes())
+        postings = self._postings
+        for t_id, a, b in zip(p_term[starts].tolist(), starts, ends, strict=True):
+            term = words[t_id]
+            post = postings.get(term)
+            if post is None:
+                post = postings[term] = (array("q"), array("f"))
+            post[0].frombytes(slot_bytes[8 * a : 8 * b])
+            post[1].frombytes(tf_bytes[4 * a : 4 * b])
 
     def remove(self, rid: int) -> None:
         slot = self._slot_of.pop(rid, None)

@@ -28,6 +28,7 @@ import numpy as np
 from memory.backend import AsyncMixin, check_query, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_schema import (
     COLS,
     MIGRATIONS,
@@ -38,9 +39,8 @@ from memory.backends.sqlite_schema import (
     ns_terms,
     row_to_record,
 )
-from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
+from memory.backends.sqlite_stream import fts_keyword
 from memory.backends.sqlite_sync import SqliteFileMixin
-from memory.backends import vector_index as vi
 from memory.backends.vector_file import VectorFile
 from memory.backends.vector_index import VectorIndex
 from memory.errors import BackendUnavailable, InvalidInput
@@ -265,15 +265,19 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             terms = keep or terms
         return terms, df
 
-    def _keyword_arrays(self, blocks: list[Namespace], text: str) -> tuple[np.ndarray, np.ndarray]:
+    def _keyword_arrays(self, blocks: list[Namespace], text: str, *, stream: bool = False,
+                        prefixes: Sequence[Namespace] = ()) -> tuple[np.ndarray, np.ndarray]:
         """Every keyword match in ``blocks``: (rids, BM25) as arrays, best first.
 
         Kept as arrays: a query with common terms matches thousands of rows at 100k, and a
         Python tuple per match made the garbage collector a visible part of the p95.
         """
         terms, df = self._query_terms(text)
-        _, n_docs, total_len = self._kw_stats(terms)
-        rids, scores = self._kw.search(blocks, terms, df=df, n_docs=n_docs, total_len=total_len)
+        if stream:  # partitions not loaded: FTS5 scores the same rows the same way
+            rids, scores = fts_keyword(self._conn, prefixes, [t for t in terms if t in df])
+        else:
+            _, n_docs, total_len = self._kw_stats(terms)
+            rids, scores = self._kw.search(blocks, terms, df=df, n_docs=n_docs, total_len=total_len)
         order = np.lexsort((rids, -scores))  # ties by rid, so the order is deterministic
         return rids[order], scores[order]
 
@@ -291,8 +295,9 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
         with self._lock, self._translate():
             self._check_open()
             self._sync()
-            blocks = self._matching(q.namespaces)
-            total = self._index.size(blocks)
+            blocks, stream = self._plan(q.namespaces)
+            index: Any = stream if stream is not None else self._index
+            total = index.size(blocks)
             allowed = self._prefilter(q.namespaces, flt, now, json_only=False) if flt and blocks else None
             # Only unindexed (JSON) conditions: scanning for them costs ~3 us a row (~0.3 s at
             # 100k), more than a common filter's whole search, so first try reading candidates.
@@ -303,7 +308,8 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             if allowed is not None:
                 total = len(allowed)
             if q.text and blocks:
-                kw_rids, kw_scores = self._keyword_arrays(blocks, q.text)
+                kw_rids, kw_scores = self._keyword_arrays(blocks, q.text, stream=stream is not None,
+                                                          prefixes=q.namespaces)
                 if allowed is not None:
                     keep = np.isin(kw_rids, allowed)
                     kw_rids, kw_scores = kw_rids[keep], kw_scores[keep]
@@ -315,10 +321,10 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             while True:
                 vec_hits: list[tuple[int, float]] = []
                 if qvec is not None and allowed is not None:
-                    r, s = self._index.search_rids(allowed, qvec, fetch)
+                    r, s = index.search_rids(allowed, qvec, fetch)
                     vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
                 elif qvec is not None and blocks:
-                    r, s = self._index.search(blocks, qvec, fetch)
+                    r, s = index.search(blocks, qvec, fetch)
                     vec_hits = list(zip(r.tolist(), s.tolist(), strict=True))
                 kw_hits = list(zip(kw_rids[:fetch].tolist(), kw_scores[:fetch].tolist(), strict=True))
                 records = self._fetch_rids({r for r, _ in vec_hits} | {r for r, _ in kw_hits}, now)
@@ -345,7 +351,7 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             if qvec is not None:
                 for r, _ in kw_kept:
                     if r not in vec_score:
-                        v = self._index.vector(r)
+                        v = index.vector(r)
                         vec_score[r] = float(v @ qvec) if v is not None else 0.0
             out = []
             for rid in chosen:
@@ -514,19 +520,6 @@ class SqliteBackend(PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin)
             "dim": self.dim, "rows": rows, "keyword_rows": fts, "vectors": vectors,
             "file_bytes": size, "loaded_partitions": loaded,
         }
-
-    def flush_vectors(self) -> None:
-        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
-
-        Call after a bulk load: otherwise the next process to search copies the new rows from
-        SQLite itself (every process shares the result, but one of them pays for it).
-        """
-        with self._lock, self._translate():
-            self._check_open()
-            self._sync()
-            self._vector_file().catch_up(self._conn)
-            if len(self._catalogue()) >= vi.TWO_STAGE_MIN_ROWS:
-                self._basis_now()
 
     def close(self) -> None:
         with self._lock:

@@ -28,10 +28,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-
 import numpy as np
 
+from memory.backends import vector_index
 from memory.backends.keyword_index import KeywordIndex
+from memory.backends.sqlite_stream import StreamIndex
 from memory.backends.vector_file import VectorFile, file_tag, sidecar_path
 from memory.backends.vector_index import FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
 from memory.namespace import Namespace
@@ -225,6 +226,7 @@ class PartitionState:
         self.totals: tuple[int, int] | None = None
         self.basis: tuple[np.ndarray | None, int] | None = None  # (basis, rows it was fitted on)
         self.basis_fits = 0  # fits done by this process (tests: a persisted basis is reused)
+        self.large_searches: dict[tuple[Namespace, ...], int] = {}  # see PartitionMixin._plan
 
     def bytes_loaded(self) -> int:
         return sum(self.loaded.values())
@@ -234,20 +236,47 @@ class PartitionState:
         return int(rows * (self.dim * 4 * 1.25 + 200))
 
 
-def load_partition(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex, kw: KeywordIndex,
-                   ns: Namespace, rids: np.ndarray) -> None:
-    """Put namespace ``ns`` (rows ``rids``) into the vector and keyword indexes."""
-    rids = np.sort(rids)
-    if len(rids):
-        index.add_block(ns, rids, vf.rows(rids))
-    dl_extra = len(ns)  # FTS5's document length counts the namespace column (one per ancestor)
-    for i in range(0, len(rids), 500):
-        chunk = rids[i : i + 500].tolist()
-        for rid, terms in conn.execute(
-            f"SELECT rowid, terms FROM memories_fts WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
-        ):
-            t = (terms or "").split()
-            kw.add(int(rid), ns, t, doc_len=len(t) + dl_extra)
+def load_partitions(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex, kw: KeywordIndex,
+                    parts: list[tuple[Namespace, np.ndarray]], store_rows: int) -> None:
+    """Put namespaces (each with its rows) into the vector and keyword indexes.
+
+    One gather from the vector file for all of them (rows of many namespaces interleave in rid
+    order, so together they are dense enough to be read span by span), and one keyword build.
+    Terms come from the FTS5 table's content table (a plain table: rowid lookups there cost a
+    fraction of the FTS5 virtual table's), scanned whole when most of the store is wanted.
+    """
+    if not parts:
+        return
+    allr = np.concatenate([r for _, r in parts])
+    vecs = vf.rows(allr)
+    at = 0
+    row_ns: dict[int, Namespace] = {}
+    for ns, rids in parts:
+        if len(rids):
+            part = vecs[at : at + len(rids)]
+            # Own copy when several share the gather: an evicted partition must free its memory.
+            index.add_block(ns, rids, part if len(parts) == 1 else part.copy())
+        at += len(rids)
+        row_ns.update(dict.fromkeys(rids.tolist(), ns))
+    got: list[int] = []
+    docs: list[list[str]] = []
+    if len(allr) * 4 >= store_rows:
+        for rid, terms in conn.execute("SELECT id, c1 FROM memories_fts_content"):
+            if rid in row_ns:
+                got.append(rid)
+                docs.append((terms or "").split())
+    else:
+        srt = np.sort(allr)
+        for i in range(0, len(srt), 500):
+            chunk = srt[i : i + 500].tolist()
+            rows = conn.execute(
+                f"SELECT id, c1 FROM memories_fts_content WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            got.extend(r for r, _ in rows)
+            docs.extend((t or "").split() for _, t in rows)
+    nss = [row_ns[r] for r in got]
+    # FTS5's document length counts the namespace column too (one term per ancestor).
+    kw.add_many(got, nss, docs, [len(d) + len(n) for d, n in zip(docs, nss, strict=True)])
 
 
 def drop_partition(index: VectorIndex, kw: KeywordIndex, ns: Namespace, rids: Iterable[int]) -> None:
@@ -315,9 +344,9 @@ class PartitionMixin:
         cat = self._catalogue()
         vf = self._vector_file()
         vf.catch_up(self._conn)
-        for ns in missing:
-            rids = cat.rids_of(ns)
-            load_partition(self._conn, vf, self._index, self._kw, ns, rids)
+        todo = [(ns, cat.rids_of(ns)) for ns in missing]
+        load_partitions(self._conn, vf, self._index, self._kw, todo, len(cat))
+        for ns, rids in todo:
             parts.loaded[ns] = parts.partition_bytes(len(rids))
             parts.loads += 1
         keep = set(blocks)
@@ -328,6 +357,43 @@ class PartitionMixin:
             del parts.loaded[victim]
             drop_partition(self._index, self._kw, victim, cat.rids_of(victim))
             parts.evictions += 1
+
+    def flush_vectors(self) -> None:
+        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
+
+        Call after a bulk load: otherwise the next process to search copies the new rows from
+        SQLite itself (every process shares the result, but one of them pays for it).
+        """
+        with self._lock, self._translate():
+            self._check_open()
+            self._sync()
+            self._vector_file().catch_up(self._conn)
+            if len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS:
+                self._basis_now()
+
+    # A search over at least this many rows of namespaces not loaded yet is served from the
+    # vector file and FTS5 (StreamIndex) instead of loading them, until the same selection has
+    # been searched LOAD_AFTER times in this process: then loading pays for itself.
+    STREAM_MIN_ROWS = 20_000
+    LOAD_AFTER = 3
+
+    def _plan(self, prefixes: Iterable[Namespace]) -> tuple[list[Namespace], StreamIndex | None]:
+        """The namespaces a search sees, and a StreamIndex when it should not load them."""
+        cat = self._catalogue()
+        prefixes = tuple(prefixes)
+        blocks = cat.matching(prefixes)
+        missing = [ns for ns in blocks if ns not in self._parts.loaded]
+        if missing and not self._conn.in_transaction and cat.size(missing) >= self.STREAM_MIN_ROWS:
+            counts = self._parts.large_searches
+            if len(counts) > 1000:  # bounded: many distinct selections only restart their counts
+                counts.clear()
+            seen = counts[prefixes] = counts.get(prefixes, 0) + 1
+            if seen < self.LOAD_AFTER:
+                vf = self._vector_file()
+                vf.catch_up(self._conn)
+                return blocks, StreamIndex(vf, cat, blocks, self.dim)
+        self._ensure_loaded(blocks)
+        return blocks, None
 
     def _partition_loaded(self, ns: Namespace) -> bool:
         return ns in self._parts.loaded
@@ -374,6 +440,6 @@ class PartitionMixin:
 
 
 __all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
-           "fts_totals", "load_basis", "load_partition", "refit_due", "sample_rows", "save_basis"]
+           "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
 
 

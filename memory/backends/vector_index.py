@@ -326,9 +326,10 @@ class VectorIndex:
     def add_block(self, ns: Namespace, rids: np.ndarray, vecs: np.ndarray) -> None:
         """Load a whole namespace at once (rows ``rids``, vectors ``vecs``); replaces its block."""
         self.drop_block(ns)
-        block = _Block(self.dim, cap=max(16, len(rids)))
-        block.vecs[: len(rids)] = vecs
-        block.rids[: len(rids)] = rids
+        block = _Block(self.dim, cap=0)
+        # Adopted, not copied (a partition load hands over fresh arrays); append() reallocates.
+        block.vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        block.rids = np.array(rids, dtype=np.int64)
         block.n = len(rids)
         self._blocks[ns] = block
         where = self._where

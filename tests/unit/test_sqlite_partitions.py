@@ -232,3 +232,53 @@ def test_another_process_writes_reach_loaded_and_unloaded_partitions(tmp_path: P
             assert res[0].record.id == rid and res[0].vector_score == pytest.approx(1.0, abs=1e-5)
         ids = {h.record.id for h in b.query(_q(("facts", "u1"), e3, limit=PER_NS + 5))}
         assert "facts-u1-3" not in ids and len(ids) == PER_NS  # one deleted, one added
+
+
+def test_deleted_rows_are_erased_from_the_vector_file(tmp_path: Path) -> None:
+    """forget-user must not leave a user's vectors in the file beside the store."""
+    path = tmp_path / "p.sqlite"
+    vecs = _fill(path)
+    gone = [k for k in vecs if "-u2-" in k]
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        b.query(_q(("facts", "u2"), _vecs(1, 3)[0]))  # the file now holds every row
+        rids = [r for (r,) in b._conn.execute(
+            f"SELECT rid FROM memories WHERE id IN ({','.join('?' * len(gone))})", gone)]
+        assert b.delete(namespace=("facts", "u2")) + b.delete(namespace=("user_profile", "u2")) == len(gone)
+        b.flush_vectors()
+    raw = Path(sidecar_path(str(path))).read_bytes()  # type: ignore[arg-type]
+    for rid in rids:
+        row = np.frombuffer(raw[HEADER + rid * DIM * 4 : HEADER + (rid + 1) * DIM * 4], dtype="<f4")
+        assert not row.any()
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        assert b.residue(("facts", "u2")) == {"rows": 0, "vectors": 0, "keyword_entries": 0}
+        assert b.query(_q(("facts", "u1"), _vecs(1, 3)[0]))  # the others still there
+
+
+def test_a_large_unloaded_search_streams_from_the_files_with_identical_results(tmp_path: Path) -> None:
+    """Served from the vector file and FTS5 (nothing loaded), the same hits and scores as from
+    loaded partitions; the same selection searched LOAD_AFTER times is then loaded."""
+    path = tmp_path / "p.sqlite"
+    _fill(path)
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as loaded, \
+            SqliteBackend(path, embedding_model="test", dim=DIM) as streamed:
+        loaded.STREAM_MIN_ROWS = 10**9  # type: ignore[misc]
+        streamed.STREAM_MIN_ROWS, streamed.LOAD_AFTER = 1, 10**9  # type: ignore[misc]
+        queries = [MemoryQuery(namespaces=ns, vector=v, text=t, limit=k, now=utcnow(), filter=f)
+                   for ns in ((("facts",),), (("user_profile",), ("facts", "u1")), (("user_profile", "u3"),))
+                   for v, t, k, f in ((_vecs(1, 40)[0], "tea coffee u2", 7, None), (None, "note u1", 5, None),
+                                      (_vecs(1, 41)[0], None, 12, None),
+                                      (_vecs(1, 42)[0], "note", 6, {"type": "user_profile"}))]
+        for q in queries:
+            want, got = loaded.query(q), streamed.query(q)
+            assert [h.record.id for h in got] == [h.record.id for h in want]
+            for a, b in zip(got, want, strict=True):
+                assert (a.vector_score is None) == (b.vector_score is None)
+                assert (a.keyword_score is None) == (b.keyword_score is None)
+                if b.vector_score is not None:
+                    assert a.vector_score == pytest.approx(b.vector_score, abs=1e-5)
+                if b.keyword_score is not None:
+                    assert a.keyword_score == pytest.approx(b.keyword_score, rel=1e-4, abs=1e-6)
+        assert streamed._parts.loads == 0 and len(streamed._index) == 0 and loaded._parts.loads > 0
+        streamed.LOAD_AFTER = 2  # type: ignore[misc]
+        streamed.query(queries[0])
+        assert streamed._parts.loads == USERS

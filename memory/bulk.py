@@ -1,0 +1,247 @@
+"""Bulk import: JSON Lines files into a store, validated first, written batch by batch.
+
+One memory per line::
+
+    {"content": "prefers bar charts", "namespace": "user_profile/u7",
+     "id": "optional", "metadata": {"type": "user_profile", "source": "crm"},
+     "created_at": "2026-01-31T12:00:00Z", "ttl_days": 90}
+
+Only ``content`` is required (``namespace`` may come from a default). Every line is parsed and
+validated (:meth:`memory.service.MemoryService.build_record`) before anything is embedded or
+written, and an error names the file and line; so a bad file writes nothing.
+
+Writing (:func:`write_batches`): records are embedded and upserted ``batch_size`` at a time, one
+transaction per batch, with a progress callback. Embedding is the slow part (the packaged USE
+model embeds a few hundred texts a second per core), so large imports embed in worker processes,
+one per core (each loads the model from the per-machine cache, :mod:`memory.use_direct`), while
+the parent writes the previous batch. With ``dedupe`` a line whose namespace already holds the
+same content (whitespace-normalised), in the store or earlier in the file, is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memory.errors import InvalidInput, MemoryLayerError
+from memory.namespace import Namespace
+from memory.records import MemoryRecord
+
+if TYPE_CHECKING:
+    from memory.service import MemoryService, NewMemory
+
+FIELDS = {"content", "namespace", "id", "metadata", "created_at", "ttl_days"}
+Progress = Callable[[int, int], None] | None
+
+
+@dataclass
+class ImportReport:
+    """What a bulk import did."""
+
+    lines: int = 0
+    written: int = 0
+    skipped_duplicates: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    ids: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        rate = round(self.written / self.seconds, 1) if self.seconds > 0 else None
+        return {"lines": self.lines, "written": self.written, "skipped_duplicates": self.skipped_duplicates,
+                "batches": self.batches, "seconds": round(self.seconds, 3), "memories_per_s": rate}
+
+
+def _parse_time(value: Any, where: str) -> datetime:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}: created_at must be an ISO 8601 string like '2026-01-31T12:00:00Z'")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"{where}: created_at {value!r} is not an ISO 8601 date-time "
+                           "(e.g. '2026-01-31T12:00:00Z')") from None
+
+
+def read_jsonl(path: str | Path, default_namespace: str | None = None) -> Iterator[tuple[int, NewMemory]]:
+    """(line number, item) for each non-blank line of a JSON Lines file.
+
+    Raises:
+        InvalidInput: the file cannot be read, or a line is not a valid memory (names the line).
+    """
+    from memory.service import NewMemory
+
+    p = Path(path)
+    try:
+        fh = p.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{p} does not exist") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"{p} is a folder; give a .jsonl file") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {p}: {exc.strerror}") from None
+    with fh:
+        try:
+            for no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                where = f"{p.name} line {no}"
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                       "nothing was imported") from None
+                if not isinstance(obj, dict):
+                    raise InvalidInput(f"{where}: expected a JSON object like "
+                                       '{"content": "...", "namespace": "user_profile/u1"}') from None
+                unknown = set(obj) - FIELDS
+                if unknown:
+                    raise InvalidInput(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(FIELDS)} "
+                                       "(put your own fields inside metadata)")
+                ns = obj.get("namespace", default_namespace)
+                if ns is None:
+                    raise InvalidInput(f"{where}: no namespace; add \"namespace\" to the line or pass --ns")
+                ttl = obj.get("ttl_days")
+                created = _parse_time(obj["created_at"], where) if obj.get("created_at") is not None else None
+                rid = obj.get("id")
+                if rid is not None and (not isinstance(rid, str) or not rid.strip()):
+                    raise InvalidInput(f"{where}: id must be a non-empty string")
+                yield no, NewMemory(obj.get("content"), ns, obj.get("metadata"), id=rid, created_at=created,
+                                    ttl_days=ttl)
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{p} is not UTF-8 text (bad byte at {exc.start}); nothing was imported") from None
+
+
+def validate_jsonl(svc: MemoryService, path: str | Path, default_namespace: str | None = None,
+                   now: datetime | None = None) -> list[MemoryRecord]:
+    """Every line as a validated record; the first bad line raises, naming it (nothing written)."""
+    from memory.records import utcnow
+
+    now = now or utcnow()
+    out: list[MemoryRecord] = []
+    seen: dict[str, int] = {}
+    for no, item in read_jsonl(path, default_namespace):
+        try:
+            rec = svc.build_record(item, now)
+        except InvalidInput as exc:
+            raise type(exc)(f"{Path(path).name} line {no}: {exc}; nothing was imported") from None
+        if item.id is not None:
+            if rec.id in seen:
+                raise InvalidInput(f"{Path(path).name} line {no}: id {rec.id!r} already used on line {seen[rec.id]}")
+            seen[rec.id] = no
+        out.append(rec)
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def drop_duplicates(svc: MemoryService, records: Sequence[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
+    """Records whose namespace does not already hold the same content (in the store or earlier)."""
+    by_ns: dict[Namespace, set[str]] = {}
+    for ns in {r.namespace for r in records}:
+        have: set[str] = set()
+        if svc.backend.count(ns):
+            for rec in svc.backend.scroll(ns, limit=10**12):
+                if rec.namespace == ns:
+                    have.add(_norm(rec.content))
+        by_ns[ns] = have
+    kept: list[MemoryRecord] = []
+    for r in records:
+        key = _norm(r.content)
+        if key in by_ns[r.namespace]:
+            continue
+        by_ns[r.namespace].add(key)
+        kept.append(r)
+    return kept, len(records) - len(kept)
+
+
+# ---------------------------------------------------------------------------- embedding workers
+_worker_svc: Any = None
+
+
+def _worker_init(model: str, context_weight: float) -> None:
+    global _worker_svc
+    from memory.embeddings import get_embedder
+    from memory.service import MemoryService
+
+    class _NoBackend:  # embed_records needs only the embedder and the settings
+        pass
+
+    from memory.settings import MemorySettings
+
+    _worker_svc = MemoryService(_NoBackend(), get_embedder(model),  # type: ignore[arg-type]
+                                MemorySettings(path=":memory:", context_weight=context_weight))
+
+
+def _worker_embed(records: list[MemoryRecord]) -> np.ndarray:
+    return _worker_svc.embed_records(records)
+
+
+def _pool(svc: MemoryService, workers: int) -> Executor | None:
+    """Worker processes that embed like ``svc`` does, or None (embed in this process)."""
+    name = svc.embedder.name
+    if workers <= 1 or not svc.settings.embedding.model == name:
+        return None  # a custom embedder object (LangChain, tests) cannot be rebuilt by name
+    import multiprocessing as mp
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                               initializer=_worker_init, initargs=(name, svc.settings.context_weight))
+
+
+def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_size: int = 2000,
+                  workers: int | None = None, progress: Progress = None) -> int:
+    """Embed and upsert ``records`` in batches (one transaction each); returns batches written.
+
+    With several workers, batches are embedded in worker processes ahead of the writes (at most
+    ``workers + 1`` batches in flight), so embedding uses every core and the parent writes.
+    """
+    if batch_size < 1:
+        raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
+    batches = [list(records[i : i + batch_size]) for i in range(0, len(records), batch_size)]
+    if not batches:
+        return 0
+    if workers is None:
+        workers = os.cpu_count() or 1
+    pool = _pool(svc, min(workers, len(batches))) if len(batches) > 1 else None
+    done = 0
+    try:
+        pending: list[Future[np.ndarray]] = []
+        queue = batches
+        if pool is not None:
+            for b in queue[: workers + 1]:
+                pending.append(pool.submit(_worker_embed, b))
+        for i, batch in enumerate(queue):
+            if pool is not None:
+                vecs = pending[i].result()
+                nxt = i + workers + 1
+                if nxt < len(queue):
+                    pending.append(pool.submit(_worker_embed, queue[nxt]))
+            else:
+                vecs = svc.embed_records(batch)
+            svc.backend.upsert(batch, vecs)
+            done += len(batch)
+            if progress:
+                progress(done, len(records))
+    except MemoryLayerError:
+        raise
+    except Exception as exc:  # a worker died (out of memory, killed): say what was written
+        raise InvalidInput(f"bulk import stopped after {done} of {len(records)} memories were written "
+                           f"(whole batches of {batch_size}): {exc}") from exc
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    flush = getattr(svc.backend, "flush_vectors", None)
+    if callable(flush):
+        flush()  # so the next process to open the store does not copy the new rows itself
+    return len(batches)
+
+
+__all__ = ["ImportReport", "drop_duplicates", "read_jsonl", "validate_jsonl", "write_batches"]
