@@ -10,6 +10,7 @@ pre-node's barrier waits for them (the namespace is one it reads).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from memory.namespace import ns_key
@@ -59,7 +60,9 @@ def group_context(transcript: Any, state: dict[str, Any], s: Any, config: Any, *
     last = next((m for m in reversed(state.get("messages") or []) if isinstance(m, HumanMessage)), None)
     mine: tuple[str, ...] = ()
     if last is not None and str(last.content).strip():
-        mid = str(last.id or f"{group}:{hash(str(last.content))}")
+        # LangGraph gives every message an id; the fallback must be the same in every process
+        # (``hash()`` is salted per process), so a relayed copy still dedupes.
+        mid = str(last.id or f"{group}:{hashlib.sha1(str(last.content).encode()).hexdigest()[:20]}")
         s.guard("transcript append", lambda: transcript.append(mid, s.user_id, "user", str(last.content),
                                                                ts=s.now, thread=group))
         mine = (mid,)
