@@ -126,3 +126,15 @@ def fit_always_on_first(hits: list[Any], budget: int, always_on: tuple[str, ...]
             keep.add(id(h))
             used += cost(h)
     return [h for h in hits if id(h) in keep]
+
+
+# Findings other agents shared (shared_context) injected per search: the best few. Findings are
+# long (SQL filters, computed figures): in the demo (full injection) they raised the mean tokens
+# injected per handoff from 162 to 248 with the full top_k, 235 with this cap (entry node 194 -> 172).
+SHARED_TOP_K = 2
+
+
+def shared_top_k(ns: tuple[str, ...], top_k: int) -> int:
+    from memory.policy.routing import SHARED_CONTEXT
+
+    return min(top_k, SHARED_TOP_K) if ns and ns[0] == SHARED_CONTEXT else top_k
