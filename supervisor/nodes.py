@@ -50,7 +50,7 @@ from memory.text import count_tokens
 from supervisor.context import resolve_now, resolve_user_id
 from supervisor.journal import JournalEntry, WriteJournal
 from supervisor.router import split_sentences
-from supervisor.shared import finding_entries, fit_always_on_first, group_context
+from supervisor.shared import finding_entries, fit_always_on_first, group_context, shared_top_k
 from supervisor.state import SupervisorState
 from supervisor.writebehind import Pending, WriteBehind
 
@@ -253,8 +253,9 @@ def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namesp
                          lambda: _search_always_on(mm, s, query, on, top_k), []):
             hits.setdefault(h.record.id, h)
     for ns in (n for n in nss if n[0] not in always_on):
-        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns: mm.recall(query, ns, top_k=top_k, actor=s.actor,
-                                                                          now=s.now), []):
+        k = shared_top_k(ns, top_k)  # other agents' findings: the best few only (they are long)
+        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k: mm.recall(query, ns, top_k=k, actor=s.actor,
+                                                                               now=s.now), []):
             hits.setdefault(h.record.id, h)
     ranked = sorted(hits.values(), key=lambda h: -h.score)
     s.emit("retrieved", query=query[:300], namespaces=[ns_key(n) for n in nss], hits=[_hit(h) for h in ranked])
