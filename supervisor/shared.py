@@ -97,8 +97,8 @@ def run_memory_tool(tool: Any, call: dict[str, Any], config: Any) -> Any:
 
 def fit_always_on_first(hits: list[Any], budget: int, always_on: tuple[str, ...], goal: str = "") -> list[Any]:
     """The hits an injection under ``budget`` tokens should consider, with profile and definitions
-    (``always_on`` kinds) guaranteed a place: when everything does not fit, the lowest-scored
-    other memories (agents' SQL, shared findings, conclusions — often long) are dropped first.
+    (``always_on`` kinds) guaranteed a place: when everything does not fit, shared findings go
+    first, then the lowest-scored of the step's own memories (agents' SQL, conclusions — often long).
     Without this, three long findings can crowd the user's standing preference out of the budget.
     The cost of a memory is estimated like the summary's bullet line (content + a date/type/source tag)."""
     from memory.text import count_tokens
@@ -112,7 +112,12 @@ def fit_always_on_first(hits: list[Any], budget: int, always_on: tuple[str, ...]
     first = [h for h in hits if h.record.namespace[0] in always_on]
     used = count_tokens(goal) + 8 + sum(cost(h) for h in first)
     keep = {id(h) for h in first}
-    for h in sorted((h for h in hits if id(h) not in keep), key=lambda h: -h.score):
+    # Then the step's own memories (its SQL, conclusions), then what other agents shared: a
+    # finding is a second-hand copy, and in the demo two long ones crowded out last week's SQL.
+    from memory.policy.routing import SHARED_CONTEXT
+
+    rest = (h for h in hits if id(h) not in keep)
+    for h in sorted(rest, key=lambda h: (h.record.namespace[0] == SHARED_CONTEXT, -h.score)):
         if used + cost(h) <= budget:
             keep.add(id(h))
             used += cost(h)
