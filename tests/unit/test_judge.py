@@ -75,8 +75,34 @@ def test_shipped_model_loads_and_round_trips(tmp_path):
     p = tmp_path / "m.json"
     p.write_text(json.dumps(m.to_json()))
     again = TreeModel.load(p)
-    x = np.random.default_rng(0).normal(size=len(m.features))
-    assert again.p_same(x) == pytest.approx(m.p_same(x), abs=1e-6)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=len(m.features))
+    assert m.linear is not None, "the shipped model carries the linear part over the encoder's pair vector"
+    pv = rng.normal(size=m.linear.weights.shape[0] - len(m.features))
+    assert again.p_same(x, pv) == pytest.approx(m.p_same(x, pv), abs=1e-6)
+
+
+def test_the_linear_part_reads_the_pair_vector():
+    m = default_model()
+    assert m.linear is not None
+    x = np.zeros(len(m.features))
+    with pytest.raises(ValueError, match="pair vector"):
+        m.p_same(x)
+    with pytest.raises(InvalidConfig, match="refit"):
+        m.p_same(x, np.zeros(3))  # a vector of another encoder's size
+    pv = np.zeros(m.linear.weights.shape[0] - len(m.features))
+    other = pv.copy()
+    other[int(np.argmax(np.abs(m.linear.weights[: len(pv)])))] = 1.0
+    assert m.p_same(x, pv) != m.p_same(x, other)
+
+
+def test_judge_verdicts_use_the_linear_part(judge):
+    a, b = "Standup is at 9:15 every weekday.", "Daily standup moved to 9:30."
+    feats, pv = judge.pair_view(a, b)
+    trees_only = replace(judge.model, linear=None)
+    x = judge.model.vector(feats)
+    assert judge(a, b).p_same == pytest.approx(judge.model.p_same(x, pv))
+    assert judge.model.p_same(x, pv) != pytest.approx(trees_only.p_same(x), abs=1e-4)
 
 
 def test_a_broken_model_file_is_a_clear_config_error(tmp_path):
@@ -110,3 +136,24 @@ def test_exported_trees_reproduce_scikit_learn():
     clf = fit(x, y, None, 3, 40)
     model = export(clf, 0.5, {})
     assert np.allclose(scores(model, x[:60]), scores(clf, x[:60]), atol=1e-6)
+
+
+def test_exported_trees_and_linear_part_reproduce_scikit_learn(tmp_path):
+    pytest.importorskip("sklearn")
+    from memctl.tune_judge import export, fit_both, scores
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(300, len(FEATURES)))
+    v = rng.normal(size=(300, 16))
+    y = (x[:, 0] + v[:, 1] > 0).astype(int)
+    fitted = fit_both(x, v, y, np.ones(300), 3, 40)
+    model = export(fitted.clf, 0.5, {}, fitted.linear)
+    assert np.allclose(scores(model, x[:60], v[:60]), scores(fitted, x[:60], v[:60]), atol=1e-6)
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(model.to_json()))
+    again = TreeModel.load(p)
+    # (Trees are compared above: random data can sit exactly on a quantile threshold that JSON rounds.)
+    assert again.linear is not None and fitted.linear is not None
+    assert again.linear.log_odds(x[0], v[0]) == pytest.approx(fitted.linear.log_odds(x[0], v[0]), abs=1e-6)
+    # The linear part sees the pair vector: the label depends on v[:, 1] and the trees never see it.
+    assert abs(fitted.linear.weights[1]) > 3 * np.median(np.abs(fitted.linear.weights[:16]))
