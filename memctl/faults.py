@@ -70,6 +70,10 @@ def index_agreement(backend: Any, *, sample: int = 40, seed: int = 0) -> dict[st
 
     backend.stats()  # brings the indexes up to the file
     rows = backend._conn.execute("SELECT rid, id, ns, vector FROM memories").fetchall()
+    # Namespaces load lazily (memory.backends.sqlite_partitions): load every one, so the whole
+    # index is compared with the rows (the budget must hold them all: fault-suite stores are small).
+    with backend._lock:
+        backend._ensure_loaded(sorted({tuple(ns.split("/")) for _, _, ns, _ in rows}))
     fts = {r: t for r, t in backend._conn.execute("SELECT rowid, terms FROM memories_fts")}
     idx, kw = backend._index, backend._kw
     bad_vectors = [rid for rid, _, _, blob in rows

@@ -187,6 +187,11 @@ def corrupted(workdir: Path, *, seed: int = 3) -> dict[str, Any]:
     path = workdir / "corrupt.sqlite"
     b = _open(path)
     ids = _fill(b, 300)
+    from memory.records import MemoryQuery
+
+    # A store in use has been searched (its first search records the vector file's tag in the
+    # store): the damaged file's first search must then write nothing.
+    b.query(MemoryQuery(namespaces=(("faults", "u1"),), vector=vector_for(ids[0]), text="tea", limit=5))
     b.close()
     size = path.stat().st_size
     rng = np.random.default_rng(seed)

@@ -93,12 +93,20 @@ class SqliteFileMixin:
     _applied_seq: int
     _parts: PartitionState  # and _changed / _partition_loaded / _basis_now from PartitionMixin
 
+    # Set once a statement found the file damaged: later writes are refused. Partitions load
+    # lazily, so opening no longer reads every page and a damaged file can open; a write after
+    # the damage was seen could only spread it.
+    _corrupt: str | None = None
+
     @contextmanager
     def _translate(self) -> Iterator[None]:
         try:
             yield
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc, self.path) from exc
+            err = translate_sqlite_error(exc, self.path)
+            if isinstance(err, StoreCorrupt):
+                self._corrupt = str(exc)
+            raise err from exc
 
     @contextmanager
     def _translate_open(self) -> Iterator[None]:
@@ -153,6 +161,10 @@ class SqliteFileMixin:
         """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
         with self._lock, self._translate():
             self._check_open()
+            if self._corrupt is not None:
+                raise StoreCorrupt(f"SQLite store {self.path!r} is damaged ({self._corrupt}); writes are refused "
+                                   "so the damage cannot spread. Restore the file from a backup (or move it aside "
+                                   "and start a new store).")
             # Catch up with other writers before taking the write lock (a read: WAL readers do
             # not block writers), so the catch-up inside the lock is only the last few rows.
             self._sync()

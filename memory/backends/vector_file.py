@@ -22,6 +22,8 @@ rolled-back write cannot leave a vector here that SQLite does not have.
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import sqlite3
@@ -37,6 +39,8 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no flock; one process per file there
     fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("memory.vector_file")
 
 MAGIC = b"MEMVEC01"
 HEADER = 4096  # rows start page-aligned
@@ -79,6 +83,7 @@ class VectorFile:
         self._mm: mmap.mmap | None = None
         self._mat = np.zeros((0, dim), dtype=np.float32)
         self._ram_seq = 0  # synced_seq of the in-RAM variant
+        self.fallback: str | None = None  # why this process stopped using the file, if it did
         if path is not None:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
@@ -121,8 +126,16 @@ class VectorFile:
         if self._mm is not None and len(self._mat) >= cap:
             return
         size = HEADER + cap * self._row_bytes()
-        if os.fstat(self._fd).st_size < size:
-            os.ftruncate(self._fd, size)
+        # Blocks are allocated, not just the length extended: a store through a mapping into a
+        # hole of a sparse file on a full disk raises SIGBUS and kills the process, while
+        # posix_fallocate fails cleanly with ENOSPC (catch_up then falls back to RAM).
+        try:
+            os.posix_fallocate(self._fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            if os.fstat(self._fd).st_size < size:  # a filesystem without fallocate
+                os.ftruncate(self._fd, size)
         mm = mmap.mmap(self._fd, size)
         self._mm = mm  # the old map is released when no array views it any more
         self._mat = np.frombuffer(mm, dtype="<f4", count=cap * self.dim, offset=HEADER).reshape(cap, self.dim)
@@ -173,8 +186,24 @@ class VectorFile:
     def catch_up(self, conn: sqlite3.Connection) -> int:
         """Copy every row committed since the file's sequence; returns the sequence now mirrored.
 
-        Must not run inside a write transaction (it would copy uncommitted rows).
+        Must not run inside a write transaction (it would copy uncommitted rows). When the file
+        cannot be written (disk full, I/O error), this process keeps its vectors in RAM instead:
+        the file is only a faster way to load them, SQLite has them all.
         """
+        try:
+            return self._catch_up(conn)
+        except OSError as exc:
+            if self._fd is None:
+                raise
+            log.warning("vector file %s unusable (%s): vectors are kept in memory for this process", self.path, exc)
+            self.fallback = f"{type(exc).__name__}: {exc}"
+            self._unmap()
+            os.close(self._fd)
+            self._fd = None
+            self._ram_seq = 0
+            return self._catch_up(conn)
+
+    def _catch_up(self, conn: sqlite3.Connection) -> int:
         if conn.in_transaction:
             raise RuntimeError("VectorFile.catch_up inside a transaction")  # a bug, not bad input
         with self._locked():
