@@ -345,10 +345,35 @@ class PairJudge:
         return [text, r.masked, r.subject or text] + [unit_text(u) for u in units(text)]
 
     def prime(self, texts: Sequence[str]) -> None:
-        """Embed everything the features of these texts need in one batch per 512 strings."""
-        views = [v for t in dict.fromkeys(texts) for v in self._views(t)]
+        """Embed everything the features of these texts need: the encoder's views in one batch per
+        512 strings, and each English text's paraphrase vector.
+
+        The manager primes a text at its own write, so the work a later comparison needs of it
+        is done once, by the write that stored it: a write that meets an English neighbour then
+        runs the paraphrase model on its own text only, not on the neighbour's too (two ~6 ms
+        model runs on the same write were the tail of write latency).
+        """
+        unique = list(dict.fromkeys(texts))
+        views = [v for t in unique for v in self._views(t)]
         for i in range(0, len(views), 512):
             self._embed(views[i: i + 512])
+        self._prime_paraphrase(unique)
+
+    def _prime_paraphrase(self, texts: Sequence[str]) -> None:
+        # Only a scorer that caches per text can be primed (ParaphraseScorer.embed); a plain
+        # similarity callable is simply called per pair. Each text is embedded on its own, as
+        # similarity() does, so a primed vector is the very vector the pair would have computed.
+        embed = getattr(self.paraphrase, "embed", None)
+        if embed is None:
+            return
+        for t in texts:
+            if dedupe._CJK.search(t):  # pair_view reads the paraphrase model for Latin pairs only
+                continue
+            try:
+                embed(t)
+            except Exception as exc:  # noqa: BLE001 - a missing model: pair_view falls back (and warns)
+                _log.debug("paraphrase model not primed: %s", exc)
+                return
 
     def features(self, existing: str, incoming: str) -> dict[str, float]:
         return self.pair_view(existing, incoming)[0]
