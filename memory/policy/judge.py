@@ -37,6 +37,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -455,6 +456,16 @@ def _paraphrase_pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-paraphrase")
         return _POOL
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child has no worker thread, but an inherited executor would believe it had an idle
+    # one and never run the job: the child makes its own on first use.
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 _DEFAULT: TreeModel | None = None

@@ -4,6 +4,8 @@ clear cases (real packaged encoder, real model file)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -220,3 +222,21 @@ def test_a_missing_paraphrase_model_does_not_break_priming(tmp_path):
     judge.prime(["The user prefers CSV exports."])  # no error: the pair falls back to the encoder
     v = judge("The user prefers CSV exports.", "Exports should be CSV files, the user says.")
     assert v.reason and 0.0 <= v.p_same <= 1.0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_priming_works_in_a_forked_child():
+    # The paraphrase worker thread does not survive fork; a child that inherited the pool would
+    # wait forever for a job no thread runs.
+    judge = PairJudge(paraphrase=get_paraphrase_scorer("all-MiniLM-L6-v2"))
+    judge.prime(["Invoices are due within 30 days."])  # the parent's worker thread exists now
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if priming a new text finishes
+        try:
+            signal.alarm(10)
+            judge.prime(["Payment terms are net 30."])
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
