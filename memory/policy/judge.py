@@ -236,20 +236,40 @@ class TreeModel:
             if pv is None:
                 raise ValueError("this judge model has a linear part: pass the pair vector (judge.pair_vector)")
             z += self.linear.log_odds(x, pv)
-        xs = x.tolist()
-        # Walked on Python lists, not numpy rows: indexing a numpy array per node cost ~0.9 ms a
-        # pair over 300 trees. Same float64 values and the same order of additions: same sum.
-        for feature, threshold, left, right, value in self._node_lists:
-            i = 0
-            while feature[i] >= 0:
-                i = left[i] if xs[feature[i]] <= threshold[i] else right[i]
-            z += value[i]
-        return z
+        # All trees walked at once, one level per step (they are shallow), on padded node tables;
+        # a per-node Python walk cost ~0.5-0.9 ms a pair. The leaves are then added one by one
+        # in tree order, as before: the same float64 additions, the same sum.
+        feature, threshold, left, right, value = self._node_table
+        rows = np.arange(len(self.trees))
+        node = np.zeros(len(self.trees), dtype=np.intp)
+        xv = np.asarray(x, dtype=float)
+        while True:
+            f = feature[rows, node]
+            inner = f >= 0
+            if not inner.any():
+                break
+            go_left = xv[np.where(inner, f, 0)] <= threshold[rows, node]
+            node = np.where(inner, np.where(go_left, left[rows, node], right[rows, node]), node)
+        for leaf in value[rows, node].tolist():
+            z += leaf
+        return float(z)
 
     @cached_property
-    def _node_lists(self) -> tuple[tuple[list[int], list[float], list[int], list[int], list[float]], ...]:
-        return tuple((t[:, 0].astype(int).tolist(), t[:, 1].tolist(), t[:, 2].astype(int).tolist(),
-                      t[:, 3].astype(int).tolist(), t[:, 4].tolist()) for t in self.trees)
+    def _node_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The trees as padded (n_trees, max_nodes) arrays: feature (-1 = leaf or padding),
+        threshold, left, right, value."""
+        width = max((len(t) for t in self.trees), default=1)
+        feature = np.full((len(self.trees), width), -1, dtype=np.intp)
+        threshold = np.zeros((len(self.trees), width))
+        left = np.zeros((len(self.trees), width), dtype=np.intp)
+        right = np.zeros((len(self.trees), width), dtype=np.intp)
+        value = np.zeros((len(self.trees), width))
+        for k, t in enumerate(self.trees):
+            n = len(t)
+            feature[k, :n] = t[:, 0].astype(np.intp)
+            threshold[k, :n], value[k, :n] = t[:, 1], t[:, 4]
+            left[k, :n], right[k, :n] = t[:, 2].astype(np.intp), t[:, 3].astype(np.intp)
+        return feature, threshold, left, right, value
 
     def p_same(self, x: np.ndarray, pv: np.ndarray | None = None) -> float:
         return 1.0 / (1.0 + np.exp(-self.log_odds(x, pv)))
