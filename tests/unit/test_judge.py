@@ -4,7 +4,10 @@ clear cases (real packaged encoder, real model file)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from memory.errors import InvalidConfig
 from memory.policy.align import align_features, units
 from memory.policy.judge import FEATURES, MODEL_FILE, PairJudge, TreeModel, default_model
+from memory.policy.paraphrase import ParaphraseScorer, get_paraphrase_scorer
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +161,82 @@ def test_exported_trees_and_linear_part_reproduce_scikit_learn(tmp_path):
     assert again.linear.log_odds(x[0], v[0]) == pytest.approx(fitted.linear.log_odds(x[0], v[0]), abs=1e-6)
     # The linear part sees the pair vector: the label depends on v[:, 1] and the trees never see it.
     assert abs(fitted.linear.weights[1]) > 3 * np.median(np.abs(fitted.linear.weights[:16]))
+
+
+# ---------------------------------------------------------------------------- write-latency work
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "judge_reference.jsonl"
+
+
+def judge_sample(judge: PairJudge, pairs: list[dict]) -> list[dict]:
+    """Judge pairs the way the manager does: each text primed at its own write, then the pair
+    primed together and judged. (tests/data/judge_reference.jsonl was made by this function on the
+    code before the write-latency change.)"""
+    out = []
+    for p in pairs:
+        judge.prime([p["existing"]])
+        judge.prime([p["incoming"]])
+        judge.prime([p["incoming"], p["existing"]])
+        feats, _ = judge.pair_view(p["existing"], p["incoming"])
+        v = judge(p["existing"], p["incoming"])
+        out.append({"id": p["id"], "label": v.label, "merge": v.merge, "unsure": v.unsure, "p_same": v.p_same,
+                    "features": feats})
+    return out
+
+
+def test_verdicts_match_the_reference_made_before_the_latency_work():
+    # Speed-ups of the write path (priming, caching, batching) must not move a single verdict:
+    # labels, merges and "unsure" are equal and every probability and feature within 1e-6 of what
+    # the judge computed before them, on a fixed sample of the corpus (en, zh, mixed).
+    lines = REFERENCE.read_text(encoding="utf-8").splitlines()
+    ref = [json.loads(x) for x in lines[1:]]
+    assert len(ref) >= 100 and {r["lang"] for r in ref} == {"en", "zh", "mixed"}
+    judge = PairJudge(paraphrase=get_paraphrase_scorer("all-MiniLM-L6-v2"))
+    got = judge_sample(judge, ref)
+    for r, g in zip(ref, got, strict=True):
+        assert (g["label"], g["merge"], g["unsure"]) == (r["label"], r["merge"], r["unsure"]), r["id"]
+        assert g["p_same"] == pytest.approx(r["p_same"], abs=1e-6), r["id"]
+        assert set(g["features"]) == set(r["features"]), r["id"]
+        for k, x in r["features"].items():
+            assert g["features"][k] == pytest.approx(x, abs=1e-6), (r["id"], k)
+
+
+def test_priming_a_text_computes_its_paraphrase_vector_once():
+    # A write primes its own text, so the write that later meets it as a neighbour runs the
+    # paraphrase model on its own text only. Chinese text is never read by that model.
+    scorer = ParaphraseScorer()
+    judge = PairJudge(paraphrase=scorer)
+    en, zh = "The weekly report goes out on Mondays.", "周报每周一发出"
+    judge.prime([en, zh])
+    assert en in scorer._cache and zh not in scorer._cache
+    runs = []
+    real = scorer._session.run
+    scorer._session.run = lambda *a, **k: runs.append(1) or real(*a, **k)  # count model runs
+    judge.prime(["Weekly reports are sent every Monday."])
+    judge("The weekly report goes out on Mondays.", "Weekly reports are sent every Monday.")
+    assert len(runs) == 1  # the incoming text only; the stored one was primed at its write
+
+
+def test_a_missing_paraphrase_model_does_not_break_priming(tmp_path):
+    scorer = ParaphraseScorer(model_file=tmp_path / "missing.onnx")
+    judge = PairJudge(paraphrase=scorer)
+    judge.prime(["The user prefers CSV exports."])  # no error: the pair falls back to the encoder
+    v = judge("The user prefers CSV exports.", "Exports should be CSV files, the user says.")
+    assert v.reason and 0.0 <= v.p_same <= 1.0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_priming_works_in_a_forked_child():
+    # The paraphrase worker thread does not survive fork; a child that inherited the pool would
+    # wait forever for a job no thread runs.
+    judge = PairJudge(paraphrase=get_paraphrase_scorer("all-MiniLM-L6-v2"))
+    judge.prime(["Invoices are due within 30 days."])  # the parent's worker thread exists now
+    pid = os.fork()
+    if pid == 0:  # child: exit 0 only if priming a new text finishes
+        try:
+            signal.alarm(10)
+            judge.prime(["Payment terms are net 30."])
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
