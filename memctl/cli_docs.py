@@ -143,8 +143,8 @@ def export(
 ) -> None:
     """Write memories as Markdown: MEMORY.md (--ns NS) or daily notes (--daily DIR)."""
     from memory.markdown_io import render_daily_notes, render_memory_md, write_guarded
-    from memory.service import MAX_RESULTS
     from memory.namespace import parse_namespace
+    from memory.service import MAX_RESULTS
 
     if fmt != "md":
         raise InvalidInput(f"--format {fmt!r} is not supported; use --format md")

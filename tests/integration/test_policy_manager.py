@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,9 +15,6 @@ from memctl.evaluation import run_dedupe_eval
 from memory import MemoryService, MemorySettings
 from memory.errors import InvalidInput, NotFound
 from memory.policy.audit import AuditLog
-import json
-from dataclasses import replace
-
 from memory.policy.judge import PairJudge, default_model
 from memory.policy.manager import Actor, MemoryManager
 from memory.policy.tools import make_memory_tools
