@@ -529,8 +529,18 @@ class MemoryManager:
         now = as_now(now)
         targets = user_namespaces(self.service.backend, self.audit, check_user_label(user_id, position), position)
         self.access.check(actor, "write", targets, now=now)  # an agent never erases others' private memory
-        return forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
-                           now=now)
+        report = forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
+                             now=now)
+        # Writes the Supervisor journaled but had not applied yet would come back on the next
+        # replay: drop them too (memory.journal imports this module, hence the late import).
+        from memory.journal import WriteJournal
+
+        journal = WriteJournal.for_store(self.settings.path)
+        try:
+            journal.forget(report.user_id, position)
+        finally:
+            journal.close()
+        return report
 
     def close(self) -> None:
         self.service.close()

@@ -133,3 +133,24 @@ def test_audit_history_escapes_like_wildcards(store: tuple[MemoryManager, Path])
     assert mm.audit.history("%") == []
     assert mm.audit.history("_" * len(a.id)) == []
     assert [e.action for e in mm.audit.history(a.id)] == ["add", "delete"]
+
+
+def test_forget_user_drops_the_users_pending_journal_writes(store: tuple[MemoryManager, Path]) -> None:
+    """Writes the Supervisor journaled but had not applied (a crash, a store that was down) would
+    come back on the next replay: forget-user drops them, and their text leaves the journal file."""
+    from memory.journal import JournalEntry, WriteJournal
+
+    mm, path = store
+    journal = WriteJournal.for_store(str(path))
+    journal.add([JournalEntry(("user_profile", "u7"), "Zorblax prefers quokkamarmalade dashboards", {}),
+                 JournalEntry(("memories", "u2", "u7"), "u2's note about a u7 label deeper down", {}),
+                 JournalEntry(("user_profile", "u2"), "Prefers bar charts for the weekly revenue report", {})])
+    journal.close()
+    mm.forget_user("u7", now=NOW)
+    journal = WriteJournal.for_store(str(path))
+    assert sorted(e["content"] for e in journal.pending()) == [
+        "Prefers bar charts for the weekly revenue report", "u2's note about a u7 label deeper down"]
+    journal.close()
+    pending = Path(f"{path}.pending")
+    data = b"".join(p.read_bytes() for p in (pending, Path(f"{pending}-wal")) if p.exists())
+    assert b"Zorblax" not in data and b"quokkamarmalade" not in data
