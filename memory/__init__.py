@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "Embedder": "memory.embeddings",
     "LangChainEmbedder": "memory.embeddings",
     "get_embedder": "memory.embeddings",
+    "AccessDenied": "memory.errors",
     "BackendUnavailable": "memory.errors",
     "InvalidConfig": "memory.errors",
     "InvalidContent": "memory.errors",
@@ -28,6 +29,9 @@ _EXPORTS: dict[str, str] = {
     "MemoryLayerError": "memory.errors",
     "NotFound": "memory.errors",
     "SchemaMismatch": "memory.errors",
+    "StoreCorrupt": "memory.errors",
+    "StoreFull": "memory.errors",
+    "StoreReadOnly": "memory.errors",
     "parse_namespace": "memory.namespace",
     "MemoryMetadata": "memory.records",
     "MemoryQuery": "memory.records",
@@ -41,6 +45,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AccessDenied",
     "BackendUnavailable",
     "Embedder",
     "InvalidConfig",
@@ -64,6 +69,9 @@ __all__ = [
     "ScoredMemory",
     "SearchHit",
     "SqliteBackend",
+    "StoreCorrupt",
+    "StoreFull",
+    "StoreReadOnly",
     "get_embedder",
     "parse_namespace",
 ]
@@ -73,6 +81,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the eager imports
     from memory.backends.sqlite import SqliteBackend
     from memory.embeddings import Embedder, LangChainEmbedder, get_embedder
     from memory.errors import (
+        AccessDenied,
         BackendUnavailable,
         InvalidConfig,
         InvalidContent,
@@ -83,6 +92,9 @@ if TYPE_CHECKING:  # type checkers and IDEs see the eager imports
         MemoryLayerError,
         NotFound,
         SchemaMismatch,
+        StoreCorrupt,
+        StoreFull,
+        StoreReadOnly,
     )
     from memory.namespace import parse_namespace
     from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
