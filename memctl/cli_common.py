@@ -167,6 +167,18 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+def _stage_progress(bar: Progress) -> Callable[[str, int, int], None]:
+    """A ``progress(stage, done, total)`` callback drawing one bar per stage on ``bar``."""
+    tasks: dict[str, Any] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done)
+
+    return progress
+
+
 def _progress() -> Progress:
     # rich.progress is imported here: only the long-running commands draw a progress bar.
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

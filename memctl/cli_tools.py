@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from memctl.cli_common import _errors, _print_json, _progress, eval_app, out, state
+from memctl.cli_common import _errors, _print_json, _progress, _stage_progress, eval_app, out, state
 from memory.errors import InvalidInput
 
 
@@ -51,12 +51,7 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
     model = MemorySettings(path=":memory:").embedding.model
     base = get_embedder(model)
     with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
+        progress = _stage_progress(bar)
 
         result = run_cold(size_list, runs=runs, model=model, emb=getattr(base, "inner", base), cache_dir=cache,
                           langgraph=langgraph, rebuild=rebuild, progress=progress)
@@ -128,12 +123,7 @@ def bench(
     from memctl.bench import plot, run_bench
 
     with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
+        progress = _stage_progress(bar)
 
         result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -184,12 +174,7 @@ def eval_retrieval(
     # The evaluation never touches the user's store: it ingests into an in-memory one.
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryService.from_settings(settings) as svc, _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
+        progress = _stage_progress(bar)
 
         result = run_retrieval_eval(svc, data, conversations=convs, modes=modes, progress=progress)
     if as_json:
@@ -264,12 +249,7 @@ def eval_graph(
     if users is not None and users < 1:
         raise InvalidInput(f"--users must be >= 1, got {users}")
     with _progress() as bar:
-        tasks: dict[str, Any] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done)
+        progress = _stage_progress(bar)
 
         result = run_graph_eval(scenario, users=users, progress=progress)
     if not details:
