@@ -33,7 +33,8 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -159,6 +160,21 @@ class WriteJournal:
                 self.path = None
                 return self._connect().execute(sql, args).fetchall()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One IMMEDIATE transaction under this journal's lock; rolled back on any error."""
+        with self._lock:
+            self._exec("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._exec("COMMIT")
+            except BaseException:
+                try:
+                    self._exec("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise
+
     # ------------------------------------------------------------------ writing
     def add(self, entries: Sequence[JournalEntry], *, redact_pii: bool = True) -> list[str]:
         """Commit ``entries`` (claimed by this process) before anything else happens to them.
@@ -176,20 +192,10 @@ class WriteJournal:
                          json.dumps(dict(e.metadata), ensure_ascii=False, default=str),
                          json.dumps([e.actor.agent, e.actor.thread_id, e.actor.run_id]), e.reason,
                          e.now.isoformat() if e.now is not None else None, now, self._owner, now))
-        with self._lock:
-            self._exec("BEGIN IMMEDIATE")
-            try:
-                with self._lock:
-                    conn = self._connect()
-                    conn.executemany("INSERT INTO pending_writes (id, seq, namespace, content, metadata, actor, "
-                                     "reason, now, created, owner, claimed) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-                self._exec("COMMIT")
-            except BaseException:
-                try:
-                    self._exec("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                raise
+        with self._transaction():
+            self._connect().executemany(
+                "INSERT INTO pending_writes (id, seq, namespace, content, metadata, actor, "
+                "reason, now, created, owner, claimed) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
         return [e.id for e in entries]
 
     def __len__(self) -> int:
@@ -236,31 +242,22 @@ class WriteJournal:
         """Atomically claim up to ``limit`` rows no live writer owns."""
         now = time.time()
         host = socket.gethostname()
-        with self._lock:
-            self._exec("BEGIN IMMEDIATE")
-            try:
-                rows = self._exec("SELECT id, owner, claimed FROM pending_writes ORDER BY seq")
-                mine = []
-                for jid, owner, claimed in rows:
-                    if owner is not None and owner != self._owner and (claimed or 0) > now - LEASE_SECONDS:
-                        o_host, _, rest = owner.partition(":")
-                        pid = rest.split(":")[0]
-                        if o_host != host or not pid.isdigit() or _alive(int(pid)):
-                            continue  # a live writer (another process or journal) is on it
-                    if owner == self._owner:
-                        continue  # ours and in flight (the write-behind thread applies it)
-                    mine.append(jid)
-                    if len(mine) >= limit:
-                        break
-                for jid in mine:
-                    self._exec("UPDATE pending_writes SET owner = ?, claimed = ? WHERE id = ?", (self._owner, now, jid))
-                self._exec("COMMIT")
-            except BaseException:
-                try:
-                    self._exec("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                raise
+        with self._transaction():
+            rows = self._exec("SELECT id, owner, claimed FROM pending_writes ORDER BY seq")
+            mine = []
+            for jid, owner, claimed in rows:
+                if owner is not None and owner != self._owner and (claimed or 0) > now - LEASE_SECONDS:
+                    o_host, _, rest = owner.partition(":")
+                    pid = rest.split(":")[0]
+                    if o_host != host or not pid.isdigit() or _alive(int(pid)):
+                        continue  # a live writer (another process or journal) is on it
+                if owner == self._owner:
+                    continue  # ours and in flight (the write-behind thread applies it)
+                mine.append(jid)
+                if len(mine) >= limit:
+                    break
+            for jid in mine:
+                self._exec("UPDATE pending_writes SET owner = ?, claimed = ? WHERE id = ?", (self._owner, now, jid))
         return mine
 
     def replay(self, manager: MemoryManager,
