@@ -4,8 +4,9 @@ the demo app, the benchmark and the evaluations (each imports its module only wh
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -42,6 +43,16 @@ def demo(
         raise typer.Exit(1)
 
 
+def _saved(result: dict[str, Any], out_file: Path, draw: Callable[[], None], as_json: bool) -> bool:
+    """Write a bench result's JSON and plot; with ``as_json`` also print it (True: nothing more to show)."""
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(json.dumps(result, indent=2))
+    draw()
+    if as_json:
+        _print_json(result)
+    return as_json
+
+
 def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild: bool, out_file: Path,
                 plot_file: Path, as_json: bool, cache: Path) -> None:
     from memctl.bench_cold import plot_cold, run_cold
@@ -52,14 +63,9 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
     base = get_embedder(model)
     with _progress() as bar:
         progress = _stage_progress(bar)
-
         result = run_cold(size_list, runs=runs, model=model, emb=getattr(base, "inner", base), cache_dir=cache,
                           langgraph=langgraph, rebuild=rebuild, progress=progress)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(result, indent=2))
-    plot_cold(result, plot_file)
-    if as_json:
-        _print_json(result)
+    if _saved(result, out_file, lambda: plot_cold(result, plot_file), as_json):
         return
     t = Table("n", "system", "scoped s", "scoped RSS MiB", "unscoped s", "unscoped RSS MiB")
     for r in result["results"]:
@@ -124,13 +130,8 @@ def bench(
 
     with _progress() as bar:
         progress = _stage_progress(bar)
-
         result = run_bench(size_list, queries=queries, systems=system_list, cache_dir=cache, progress=progress)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    out_file.write_text(json.dumps(result, indent=2))
-    plot(result, plot_file)
-    if as_json:
-        _print_json(result)
+    if _saved(result, out_file, lambda: plot(result, plot_file), as_json):
         return
     t = Table("system", "n", "search p50 ms", "search p95 ms", "writes/s", "RSS MiB", "queries")
     for r in result["results"]:
@@ -175,7 +176,6 @@ def eval_retrieval(
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryService.from_settings(settings) as svc, _progress() as bar:
         progress = _stage_progress(bar)
-
         result = run_retrieval_eval(svc, data, conversations=convs, modes=modes, progress=progress)
     if as_json:
         _print_json({k: result[k] for k in ("overall", "by_category", "timing", "by_conversation", "config", "modes")
@@ -250,7 +250,6 @@ def eval_graph(
         raise InvalidInput(f"--users must be >= 1, got {users}")
     with _progress() as bar:
         progress = _stage_progress(bar)
-
         result = run_graph_eval(scenario, users=users, progress=progress)
     if not details:
         result.pop("tasks")
