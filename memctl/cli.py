@@ -18,7 +18,17 @@ import typer
 from rich.table import Table
 
 from memctl import cli_docs, cli_mcp, cli_tools
-from memctl.cli_common import MemoryType, _errors, _manager, _print_json, _service, _settings, app, out
+from memctl.cli_common import (
+    MemoryType,
+    _audited_service,
+    _errors,
+    _manager,
+    _print_json,
+    _service,
+    _settings,
+    app,
+    out,
+)
 from memory.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -101,11 +111,11 @@ def search(
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
 
-    with _manager(read=True) as mm:
-        hits = mm.service.search(query, ns, top_k=top_k, filter={"type": type_.value} if type_ else None,
-                                 min_score=min_score)
+    with _audited_service(read=True) as (svc, audit):
+        hits = svc.search(query, ns, top_k=top_k, filter={"type": type_.value} if type_ else None,
+                          min_score=min_score)
         keys = [ns_key(n) for n in parse_namespaces(ns)]
-        mm.audit.record(AuditEvent(
+        audit.record(AuditEvent(
             "search", None, keys[0] if len(keys) == 1 else None, "memctl", reason=query[:500],
             details={"namespaces": keys, "hits": len(hits), "type": type_.value if type_ else None,
                      "results": [{"id": h.record.id, "score": round(h.score, 4)} for h in hits]}, ts=utcnow()))

@@ -24,6 +24,7 @@ from memory.errors import InvalidInput, MemoryLayerError, NotFound
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from memory.policy.audit import AuditLog
     from memory.policy.manager import MemoryManager
     from memory.service import MemoryService
     from memory.settings import MemorySettings
@@ -106,6 +107,29 @@ def _service(*, read: bool = False, **overrides: Any) -> Iterator[MemoryService]
         yield svc
     finally:
         svc.close()
+
+
+@contextmanager
+def _audited_service(*, read: bool = False) -> Iterator[tuple[MemoryService, AuditLog]]:
+    """The service and the audit log, without the policy manager: a search needs only these, and
+    the manager's imports (judge, reading rules, alignment) were ~40% of a fresh ``memctl search``."""
+    from memory.policy.audit import AuditLog
+    from memory.service import MemoryService
+
+    settings = _settings()
+    if read:
+        _require_store(settings, audit=True)
+    svc = MemoryService.from_settings(settings)
+    try:
+        audit = AuditLog(settings.path)
+    except BaseException:
+        svc.close()
+        raise
+    try:
+        yield svc, audit
+    finally:
+        svc.close()
+        audit.close()
 
 
 @contextmanager
