@@ -314,7 +314,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         with self._lock, self._translate():
             self._check_open()
             self._sync()
-            cat = self._catalogue()
+            cat = self._catalogue([namespace])
             return cat.size(cat.matching([namespace]))
 
     def namespaces(self) -> list[tuple[Namespace, int]]:
@@ -333,7 +333,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             kw = int(self._conn.execute(
                 "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?", (f"nsk : {ns_term(namespace)}",)
             ).fetchone()[0])
-            cat = self._catalogue()
+            cat = self._catalogue([namespace])
             vectors = cat.size(cat.matching([namespace]))
         return {"rows": rows, "vectors": vectors, "keyword_entries": kw}
 

@@ -39,7 +39,13 @@ from memory.namespace import Namespace
 
 
 class NsCatalogue:
-    """Which namespace each live row id belongs to, and how many rows each namespace holds."""
+    """Which namespace each live row id belongs to, and how many rows each namespace holds.
+
+    It may cover only some namespace prefixes (``covered``; None: the whole store): a search
+    scoped to ``user_profile/u7`` reads that prefix's rows through the ``memories_ns`` index
+    (0.2 ms at 100k rows) instead of grouping the whole table (20-30 ms at 100k, ~10x that at
+    1M). Rows outside the covered prefixes are not tracked; :meth:`extend` adds prefixes.
+    """
 
     def __init__(self) -> None:
         self.ns_list: list[Namespace] = []
@@ -47,28 +53,74 @@ class NsCatalogue:
         self.code = np.full(1024, -1, dtype=np.int32)  # rid -> namespace code, -1: no live row
         self.counts = np.zeros(16, dtype=np.int64)
         self._match_cache: dict[tuple[Namespace, ...], list[Namespace]] = {}
+        self.covered: set[Namespace] | None = set()  # prefixes whose rows are tracked; None: all
 
     @classmethod
-    def build(cls, conn: sqlite3.Connection) -> tuple[NsCatalogue, int]:
-        """The catalogue of the file's current state, and the sequence number it reflects."""
+    def build(cls, conn: sqlite3.Connection, prefixes: Iterable[Namespace] | None = None
+              ) -> tuple[NsCatalogue, int]:
+        """The catalogue of the file's current state (of the rows under ``prefixes``; None: all),
+        and the sequence number it reflects."""
         cat = cls()
         own = not conn.in_transaction
         if own:
             conn.execute("BEGIN")
         try:
             seq = int(conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()[0])
-            (hi,) = conn.execute("SELECT MAX(rid) FROM memories").fetchone()
-            cat._grow_rids(int(hi or 0) + 1)
-            # One string of rids per namespace, parsed in C: ~10x faster than a Python row loop.
-            for ns, rids in conn.execute("SELECT ns, group_concat(rid) FROM memories GROUP BY ns"):
-                code = cat._code_for(tuple(ns.split("/")))
-                arr = np.array(rids.split(","), dtype=np.int64)
-                cat.code[arr] = code
-                cat.counts[code] = len(arr)
+            cat.extend(conn, prefixes)
         finally:
             if own:
                 conn.execute("COMMIT")
         return cat, seq
+
+    def covers(self, prefixes: Iterable[Namespace] | None) -> bool:
+        """Whether the rows under every one of ``prefixes`` (None: the whole store) are tracked."""
+        if self.covered is None:
+            return True
+        if prefixes is None:
+            return False
+        return all(self.tracks(p) for p in prefixes)
+
+    def tracks(self, ns: Namespace) -> bool:
+        """Whether rows of namespace ``ns`` are tracked (it is under a covered prefix)."""
+        cov = self.covered
+        return cov is None or any(ns[:i] in cov for i in range(len(ns) + 1))
+
+    def extend(self, conn: sqlite3.Connection, prefixes: Iterable[Namespace] | None) -> None:
+        """Track the rows under ``prefixes`` too (None: every row), read from the file now.
+
+        Idempotent with the replay of later changes (``_sync`` sets and removes rows by id), so
+        the file may be ahead of what the caller has applied.
+        """
+        from memory.backends.sqlite_schema import ns_clause
+
+        if self.covered is None:
+            return
+        wanted = None if prefixes is None or () in prefixes else \
+            [p for p in dict.fromkeys(prefixes) if not self.tracks(p)]
+        if wanted == []:
+            return
+        (hi,) = conn.execute("SELECT MAX(rid) FROM memories").fetchone()
+        self._grow_rids(int(hi or 0) + 1)
+        queries = [("SELECT ns, group_concat(rid) FROM memories GROUP BY ns", [])] if wanted is None else [
+            (f"SELECT ns, group_concat(rid) FROM memories WHERE {w} GROUP BY ns", params)
+            for w, params in map(ns_clause, wanted)]
+        for sql, params in queries:
+            # One string of rids per namespace, parsed in C: ~10x faster than a Python row loop.
+            for ns, rids in conn.execute(sql, params):
+                code = self._code_for(tuple(ns.split("/")))
+                arr = np.array(rids.split(","), dtype=np.int64)
+                self._grow_rids(int(arr.max()) + 1)
+                old = self.code[arr]
+                moved = old[(old >= 0) & (old != code)]
+                if len(moved):  # tracked elsewhere until now: the file is ahead of the replay
+                    self.counts[: len(self.ns_list)] -= np.bincount(moved, minlength=len(self.ns_list))
+                self.counts[code] += int(np.count_nonzero(old != code))
+                self.code[arr] = code
+        if wanted is None:
+            self.covered = None
+        else:
+            self.covered.update(wanted)
+        self._match_cache.clear()
 
     def _grow_rids(self, n: int) -> None:
         if n > len(self.code):
@@ -95,6 +147,8 @@ class NsCatalogue:
 
     def set(self, rid: int, ns: Namespace) -> Namespace | None:
         """Row ``rid`` is (now) in ``ns``; returns its previous namespace (None: it was new)."""
+        if not self.tracks(ns):  # moved out of the tracked namespaces, or never in them
+            return self.remove(rid)
         self._grow_rids(rid + 1)
         old = int(self.code[rid])
         new = self._code_for(ns)
@@ -315,19 +369,25 @@ class PartitionMixin:
             self._vf = VectorFile(sidecar_path(self.path), self.dim, file_tag(self._conn))
         return self._vf
 
-    def _catalogue(self) -> NsCatalogue:
-        """The namespace catalogue, built on first use (no partition is loaded before it)."""
+    def _catalogue(self, prefixes: Iterable[Namespace] | None = None) -> NsCatalogue:
+        """The namespace catalogue, covering at least the rows under ``prefixes`` (None: every
+        row); built on first use (no partition is loaded before it), extended on demand."""
         cat = self._parts.catalogue
+        if prefixes is not None:
+            prefixes = tuple(prefixes)
         if cat is None:
-            cat, seq = NsCatalogue.build(self._conn)
+            cat, seq = NsCatalogue.build(self._conn, prefixes)
             self._parts.catalogue = cat
             # The build saw every change up to `seq`; nothing is loaded that could lag behind.
             self._applied_seq = max(self._applied_seq, seq)
+        elif not cat.covers(prefixes):
+            cat.extend(self._conn, prefixes)
         return cat
 
     def _matching(self, prefixes: Iterable[Namespace]) -> list[Namespace]:
         """Namespaces with rows under ``prefixes``, their partitions loaded."""
-        blocks = self._catalogue().matching(prefixes)
+        prefixes = tuple(prefixes)
+        blocks = self._catalogue(prefixes).matching(prefixes)
         self._ensure_loaded(blocks)
         return blocks
 
@@ -341,11 +401,14 @@ class PartitionMixin:
                 missing.append(ns)
         if not missing or self._conn.in_transaction:
             return
-        cat = self._catalogue()
+        cat = self._catalogue(missing)
         vf = self._vector_file()
         vf.catch_up(self._conn)
         todo = [(ns, cat.rids_of(ns)) for ns in missing]
-        load_partitions(self._conn, vf, self._index, self._kw, todo, len(cat))
+        # Rows in the store: counted when the catalogue covers it all, else bounded by the
+        # row ids (only chooses how the partitions' terms are read, not what is read).
+        store_rows = len(cat) if cat.covered is None else len(cat.code)
+        load_partitions(self._conn, vf, self._index, self._kw, todo, store_rows)
         for ns, rids in todo:
             parts.loaded[ns] = parts.partition_bytes(len(rids))
             parts.loads += 1
@@ -379,8 +442,8 @@ class PartitionMixin:
 
     def _plan(self, prefixes: Iterable[Namespace]) -> tuple[list[Namespace], StreamIndex | None]:
         """The namespaces a search sees, and a StreamIndex when it should not load them."""
-        cat = self._catalogue()
         prefixes = tuple(prefixes)
+        cat = self._catalogue(prefixes)
         blocks = cat.matching(prefixes)
         missing = [ns for ns in blocks if ns not in self._parts.loaded]
         if missing and not self._conn.in_transaction and cat.size(missing) >= self.STREAM_MIN_ROWS:

@@ -282,3 +282,26 @@ def test_a_large_unloaded_search_streams_from_the_files_with_identical_results(t
         streamed.LOAD_AFTER = 2  # type: ignore[misc]
         streamed.query(queries[0])
         assert streamed._parts.loads == USERS
+
+
+def test_a_scoped_search_catalogues_only_its_prefix_and_sees_later_writes(tmp_path: Path) -> None:
+    path = tmp_path / "p.sqlite"
+    _fill(path)
+    q_vec = _vecs(1, 5)[0]
+    new = MemoryRecord(id="late", namespace=("facts", "u2"), content="tea coffee late fact")
+    moved = MemoryRecord(id="user_profile-u1-2", namespace=("facts", "u2"), content="moved out of u1, tea")
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b, \
+            SqliteBackend(path, embedding_model="test", dim=DIM) as other:
+        b.query(_q(("user_profile", "u1"), q_vec))
+        cat = b._parts.catalogue
+        assert cat is not None and cat.covered == {("user_profile", "u1")}  # not the whole table
+        assert len(cat) == PER_NS and cat.ns_list == [("user_profile", "u1")]
+        other.upsert([new, moved], _vecs(2, 6))  # another process: one row into, one out of u1's sibling
+        assert b.size_hint(("user_profile", "u1")) == PER_NS - 1
+        assert b.size_hint(("facts",)) == PER_NS * USERS + 2  # extended on demand, reads the file now
+        assert cat.covered == {("user_profile", "u1"), ("facts",)}
+        assert b.stats()["vectors"] == len(cat) == USERS * len(KINDS) * PER_NS + 1  # the whole store
+        assert cat.covered is None
+        with SqliteBackend(path, embedding_model="test", dim=DIM) as fresh:
+            for ns in (("facts", "u2"), ("user_profile", "u1"), ("facts",), ("user_profile",)):
+                assert _result(b, _q(ns, q_vec)) == _result(fresh, _q(ns, q_vec))
