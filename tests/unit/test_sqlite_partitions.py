@@ -51,7 +51,29 @@ def _result(b: SqliteBackend, q: MemoryQuery) -> list[tuple[str, float | None, f
     return [(h.record.id, round(h.vector_score or 0, 5), round(h.keyword_score or 0, 5)) for h in b.query(q)]
 
 
-def test_scoped_search_loads_only_its_namespace(tmp_path: Path) -> None:
+@pytest.fixture
+def load_on_first_use(monkeypatch) -> None:
+    """Partitions load on a selection's first search (by default its first LOAD_AFTER - 1
+    searches are streamed from the files): for the tests of what loading does."""
+    monkeypatch.setattr(SqliteBackend, "LOAD_AFTER", 1)
+
+
+def test_scoped_search_is_streamed_until_searched_load_after_times(tmp_path: Path) -> None:
+    path = tmp_path / "p.sqlite"
+    _fill(path)
+    q_vec = _vecs(1, 9)[0]
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b, \
+            SqliteBackend(path, embedding_model="test", dim=DIM) as ref:
+        ref.LOAD_AFTER = 1  # type: ignore[misc]
+        want = _result(ref, _q(("user_profile", "u1"), q_vec))
+        for _ in range(b.LOAD_AFTER - 1):  # nothing of the namespace stays in this process
+            assert _result(b, _q(("user_profile", "u1"), q_vec)) == want
+            assert b._parts.loads == 0 and len(b._index) == 0 and len(b._kw) == 0
+        assert _result(b, _q(("user_profile", "u1"), q_vec)) == want
+        assert list(b._parts.loaded) == [("user_profile", "u1")]
+
+
+def test_scoped_search_loads_only_its_namespace(tmp_path: Path, load_on_first_use: None) -> None:
     path = tmp_path / "p.sqlite"
     _fill(path)
     with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
@@ -66,7 +88,7 @@ def test_scoped_search_loads_only_its_namespace(tmp_path: Path) -> None:
         assert b._parts.loads == 1 + USERS and len(b._index) == PER_NS * (1 + USERS)
 
 
-def test_partitions_are_evicted_under_the_budget_and_results_do_not_change(tmp_path: Path) -> None:
+def test_partitions_are_evicted_under_the_budget_and_results_do_not_change(tmp_path: Path, load_on_first_use: None) -> None:
     path = tmp_path / "p.sqlite"
     _fill(path)
     q_vec = _vecs(1, 3)[0]
@@ -170,7 +192,8 @@ def _dominant(n: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def test_the_projection_basis_is_saved_reused_and_dropped_when_stale(tmp_path: Path, monkeypatch) -> None:
+def test_the_projection_basis_is_saved_reused_and_dropped_when_stale(tmp_path: Path, monkeypatch,
+                                                                   load_on_first_use: None) -> None:
     monkeypatch.setattr(vi, "TWO_STAGE_MIN_ROWS", 200)
     path = tmp_path / "b.sqlite"
     vecs = _dominant(600, 1)
@@ -216,7 +239,7 @@ _OTHER = textwrap.dedent(
 )
 
 
-def test_another_process_writes_reach_loaded_and_unloaded_partitions(tmp_path: Path) -> None:
+def test_another_process_writes_reach_loaded_and_unloaded_partitions(tmp_path: Path, load_on_first_use: None) -> None:
     path = tmp_path / "p.sqlite"
     _fill(path)
     e3 = np.zeros(DIM, dtype=np.float32)
