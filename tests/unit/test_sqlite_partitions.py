@@ -53,20 +53,21 @@ def _result(b: SqliteBackend, q: MemoryQuery) -> list[tuple[str, float | None, f
 
 @pytest.fixture
 def load_on_first_use(monkeypatch) -> None:
-    """Partitions load on a selection's first search (by default its first LOAD_AFTER - 1
-    searches are streamed from the files): for the tests of what loading does."""
-    monkeypatch.setattr(SqliteBackend, "LOAD_AFTER", 1)
+    """Small partitions load on a selection's first search (by default its first
+    SMALL_LOAD_AFTER - 1 searches are streamed from the files): for the tests of loading."""
+    monkeypatch.setattr(SqliteBackend, "SMALL_LOAD_AFTER", 1)
 
 
-def test_scoped_search_is_streamed_until_searched_load_after_times(tmp_path: Path) -> None:
+def test_a_scoped_search_is_streamed_until_the_selection_is_searched_again(tmp_path: Path) -> None:
     path = tmp_path / "p.sqlite"
     _fill(path)
     q_vec = _vecs(1, 9)[0]
     with SqliteBackend(path, embedding_model="test", dim=DIM) as b, \
             SqliteBackend(path, embedding_model="test", dim=DIM) as ref:
-        ref.LOAD_AFTER = 1  # type: ignore[misc]
+        ref.SMALL_LOAD_AFTER = 1  # type: ignore[misc]
         want = _result(ref, _q(("user_profile", "u1"), q_vec))
-        for _ in range(b.LOAD_AFTER - 1):  # nothing of the namespace stays in this process
+        assert b.SMALL_LOAD_AFTER >= 2
+        for _ in range(b.SMALL_LOAD_AFTER - 1):  # nothing of the namespace stays in this process
             assert _result(b, _q(("user_profile", "u1"), q_vec)) == want
             assert b._parts.loads == 0 and len(b._index) == 0 and len(b._kw) == 0
         assert _result(b, _q(("user_profile", "u1"), q_vec)) == want
@@ -284,7 +285,7 @@ def test_a_large_unloaded_search_streams_from_the_files_with_identical_results(t
     _fill(path)
     with SqliteBackend(path, embedding_model="test", dim=DIM) as loaded, \
             SqliteBackend(path, embedding_model="test", dim=DIM) as streamed:
-        loaded.STREAM_MIN_ROWS = 10**9  # type: ignore[misc]
+        loaded.STREAM_MIN_ROWS, loaded.SMALL_LOAD_AFTER = 10**9, 1  # type: ignore[misc]
         streamed.STREAM_MIN_ROWS, streamed.LOAD_AFTER = 1, 10**9  # type: ignore[misc]
         queries = [MemoryQuery(namespaces=ns, vector=v, text=t, limit=k, now=utcnow(), filter=f)
                    for ns in ((("facts",),), (("user_profile",), ("facts", "u1")), (("user_profile", "u3"),))

@@ -118,7 +118,7 @@ def test_deletion_log_is_pruned_and_a_reader_behind_the_cut_rebuilds(tmp_path, m
     """Two backends on one file (as two processes): the writer deletes enough to prune the
     deletion log; the reader, which had synced before, must still drop every deleted row."""
     monkeypatch.setattr(SqliteBackend, "DELETION_LOG_KEEP", 5)
-    monkeypatch.setattr(SqliteBackend, "LOAD_AFTER", 1)  # partitions load on first use: their rebuild is checked
+    monkeypatch.setattr(SqliteBackend, "SMALL_LOAD_AFTER", 1)  # loaded on first use: their rebuild is checked
     path = tmp_path / "log.sqlite"
     vecs = np.random.default_rng(2).standard_normal((60, 8)).astype(np.float32)
     recs = [MemoryRecord(id=f"d{i}", namespace=("facts", "u1"), content=f"fact {i} revenue") for i in range(60)]
