@@ -15,7 +15,7 @@ from memory.backends.vector_file import VectorFile
 from memory.namespace import Namespace
 
 if TYPE_CHECKING:
-    from memory.backends.sqlite_partitions import NsCatalogue
+    from memory.backends.sqlite_catalogue import NsCatalogue
 
 
 class StreamIndex:
