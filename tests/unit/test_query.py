@@ -266,15 +266,20 @@ def test_planning_is_cheap():
 def test_newer_statement_of_the_same_slot_wins_now_questions():
     # The older preference matches the question better (sim), but a newer memory states the same
     # slot (amount unit, decimals) with other values: "now" questions get the newer one first.
+    # The old value leads by .22, far more than the old .1 bonus: the newer one is moved above it.
     units = [hit("old", "以后报表里的金额都用人民币万元为单位，保留两位小数。", sim=0.60, created=d(2023, 3, 1)),
-             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.53, created=d(2023, 5, 20)),
-             hit("gmv", "GMV 不含退款和运费。", sim=0.40, created=d(2023, 6, 1))]
+             hit("gmv", "GMV 不含退款和运费。", sim=0.40, created=d(2023, 6, 1)),
+             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.38, created=d(2023, 5, 20))]
     now_q = plan_query("现在报表里的金额该用什么单位？", NOW)
     assert now_q.wants_current and not now_q.asks_past
     out = rerank(units, now_q, RerankWeights(current=0.0))
-    assert ids(out)[:2] == ["new", "old"]
-    assert out[0].breakdown.query == pytest.approx(0.1)
+    assert ids(out) == ["new", "old", "gmv"]
+    assert out[0].breakdown.score > out[1].breakdown.score
+    assert out[0].breakdown.query == pytest.approx(0.22, abs=1e-3)  # what it gained is on record
     assert [h.breakdown.query for h in out[1:]] == [0.0, 0.0]  # the other slot and the old value: nothing
+    # A newer statement the encoder hardly relates to the older one (vector < .6 of it) stays put.
+    weak = [units[0], hit("new", units[2].record.content, sim=0.2, created=d(2023, 5, 20))]
+    assert ids(rerank(weak, now_q, RerankWeights(current=0.0))) == ["old", "new"]
     # Off, a question about the original value, or one without "now": the order is unchanged.
     assert ids(rerank(units, now_q, RerankWeights(current=0.0, slot=0.0)))[0] == "old"
     past = plan_query("现在的单位之前最初是什么？", NOW)
