@@ -14,22 +14,54 @@ the old value vs .354 for the new one, so a .1 bonus left it 4th). So the newer 
 placed directly above the best-ranked older statement of its slot, with a score just above it.
 
 Which newer statements qualify: any of the first ``pool`` hits whose *vector* score is at least
-``relevant`` times the older one's. The vector channel, not ``sim``: an update is often worded
-differently from the question, so its keyword part is low while the encoder still sees the topic.
+``relevant`` times the older one's, that shares enough keyword terms with the older one
+(:func:`shares_topic`) and that the write policy reads as the same slot with another value. The
+vector channel, not ``sim``: an update is often worded differently from the question, so its
+keyword part is low while the encoder still sees the topic.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import lru_cache
 
 from memory.records import ScoreBreakdown, SearchHit
+from memory.text import tokenize
 
 HEAD = 10  # older statements looked at: the first HEAD hits
 POOL = 30  # newer statements looked for: the first POOL hits
 RELEVANT = 0.5  # a newer statement's vector score >= RELEVANT * the older one's
 # Memories written this close together carry no order (one import, one session).
 MIN_GAP = timedelta(hours=1)
+# Share of the shorter memory's keyword terms the two must have in common (overlap coefficient).
+TOPIC_OVERLAP = 0.3
+_SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
+
+
+@lru_cache(maxsize=16384)
+def _terms(text: str) -> frozenset[str]:
+    m = _SPEAKER.match(text)  # a shared speaker name says nothing about the topic
+    return frozenset(tokenize(text[m.end():] if m else text))
+
+
+def shares_topic(a: str, b: str, threshold: float = TOPIC_OVERLAP) -> bool:
+    """Do two memories talk about the same thing (enough keyword terms in common)?
+
+    The write policy's reading alone calls any two statements with differing values "the same
+    slot" once their subjects do not differ in scope: on chat turns and on the zh/en set it
+    paired "下周想请两天假" with "618 预热期是 5 月 28 日到 ..." and "Tomorrow's opening will be
+    fun" with "I'm currently reading The Lean Startup" (LoCoMo tuning half: 4 "now" questions
+    lost a rank). An update restates its slot in the old words ("以后报表金额改成人民币百万元" vs
+    "以后报表里的金额都用人民币万元为单位": 45% of the shorter one's terms), unrelated
+    statements share almost none (12% and less). An update written in the other language does
+    not pass; it keeps its own rank.
+    """
+    ta, tb = _terms(a), _terms(b)
+    if not ta or not tb:
+        return False
+    return len(ta & tb) / min(len(ta), len(tb)) >= threshold
 _EPS = 1e-6
 
 
@@ -58,6 +90,7 @@ def current_first(hits: Sequence[SearchHit], *, head: int = HEAD, pool: int = PO
             continue
         newer = [b for b in cand if b.record.created_at - a.record.created_at >= MIN_GAP
                  and b.breakdown.vector >= relevant * a.breakdown.vector
+                 and shares_topic(a.record.content, b.record.content)
                  and same_slot(a.record.content, b.record.content)]
         if not newer:
             continue
