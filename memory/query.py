@@ -14,14 +14,12 @@ the cases that matter are regular:
 * **"Current value" questions** ("now", "currently", "现在", "目前") want the newest of
   several memories about the same thing (preferences get updated); recency gets a bonus.
 
-* **Current value of a slot** ("now", "目前" questions, not "originally/最初" ones): when a
-  newer memory states the same slot as a head hit with a different value (the write policy's
-  reading, :func:`memory.policy.reading.read`: a value class whose values differ, with no
-  differing scope such as region or period in the subject part), the newest one is moved
-  directly above the older one (:func:`memory.retrieval.current.current_first`; ``slot_bonus``
-  > 0 turns it on). In the app the write policy already moves a superseded value to history;
-  this covers stores written without it (imported turns, Markdown notes). Questions without a
-  time are left alone: moving there cost MRR on the zh/en tuning conversations (.769 -> .699).
+* **Current value of a slot** ("now", "目前" questions, not "originally/最初" ones): among the
+  relevant head of the ranking, when two memories state the same slot with different values (the
+  write policy's reading, :func:`memory.policy.reading.read`: a value class whose values differ,
+  with no differing scope such as region or period in the subject part), the newer one gets
+  ``slot_bonus``. In the app the write policy already moves a superseded value to history;
+  this covers stores written without it (imported turns, Markdown notes).
 
 * **Memories that ask** ("Caroline: What pet do you have?") share the question's words but state
   nothing; each hit loses ``question_penalty`` times the share of its text that is questions
@@ -342,6 +340,13 @@ def _mentions(text: str, name: str) -> bool:
     return False
 
 
+SLOT_HEAD = 10  # how many of the best hits the current-value rule compares (pairwise, read() cached)
+SLOT_RELEVANT = 0.6  # ... among those whose sim is at least this share of the best one's
+# Memories written this close together carry no order (one import, one indexing pass of a
+# Markdown folder, one conversation session): neither is "the newer statement".
+SLOT_MIN_GAP = timedelta(hours=1)
+
+
 def same_slot(a: str, b: str) -> bool:
     """Do two memory texts state the same slot with different values (the write policy's reading)?"""
     from memory.policy.reading import SCOPE_CLASSES, changed_classes, read
@@ -350,6 +355,22 @@ def same_slot(a: str, b: str) -> bool:
     if changed_classes(ra.classes("subject"), rb.classes("subject")) & SCOPE_CLASSES:
         return False  # another region / period / entity: a different slot
     return bool(changed_classes(ra.classes(), rb.classes()))
+
+
+def current_values(hits: Sequence[SearchHit]) -> set[str]:
+    """Ids of the head hits that are the newer statement of a slot another head hit states."""
+    head = [h for h in hits[:SLOT_HEAD] if h.breakdown.sim > 0]
+    if len(head) < 2:
+        return set()
+    floor = SLOT_RELEVANT * max(h.breakdown.sim for h in head)
+    head = [h for h in head if h.breakdown.sim >= floor]
+    newer = set()
+    for i, a in enumerate(head):
+        for b in head[i + 1:]:
+            if abs(a.record.created_at - b.record.created_at) >= SLOT_MIN_GAP \
+                    and same_slot(a.record.content, b.record.content):
+                newer.add((a if a.record.created_at > b.record.created_at else b).record.id)
+    return newer
 
 
 def rerank(hits: Sequence[SearchHit], plan: QueryPlan, weights: RerankWeights) -> list[SearchHit]:
@@ -390,9 +411,11 @@ def rerank(hits: Sequence[SearchHit], plan: QueryPlan, weights: RerankWeights) -
         out.append(h)
     out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
     if plan.wants_current and not plan.asks_past and weights.slot:
-        # The newest statement of a slot is moved directly above the older ones (a bonus of
-        # ``slot`` was too small: memory.retrieval.current); ``slot`` > 0 turns the rule on.
-        from memory.retrieval.current import current_first
-
-        out = current_first(out)
+        newer = current_values(out)
+        if newer:
+            out = [SearchHit(h.record, ScoreBreakdown(
+                h.breakdown.sim, h.breakdown.vector, h.breakdown.keyword, h.breakdown.decay, h.breakdown.boost,
+                h.breakdown.score + weights.slot, h.breakdown.query + weights.slot)) if h.record.id in newer else h
+                for h in out]
+            out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
     return out

@@ -266,20 +266,15 @@ def test_planning_is_cheap():
 def test_newer_statement_of_the_same_slot_wins_now_questions():
     # The older preference matches the question better (sim), but a newer memory states the same
     # slot (amount unit, decimals) with other values: "now" questions get the newer one first.
-    # The old value leads by .22, far more than the old .1 bonus: the newer one is moved above it.
     units = [hit("old", "以后报表里的金额都用人民币万元为单位，保留两位小数。", sim=0.60, created=d(2023, 3, 1)),
-             hit("gmv", "GMV 不含退款和运费。", sim=0.40, created=d(2023, 6, 1)),
-             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.38, created=d(2023, 5, 20))]
+             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.53, created=d(2023, 5, 20)),
+             hit("gmv", "GMV 不含退款和运费。", sim=0.40, created=d(2023, 6, 1))]
     now_q = plan_query("现在报表里的金额该用什么单位？", NOW)
     assert now_q.wants_current and not now_q.asks_past
     out = rerank(units, now_q, RerankWeights(current=0.0))
-    assert ids(out) == ["new", "old", "gmv"]
-    assert out[0].breakdown.score > out[1].breakdown.score
-    assert out[0].breakdown.query == pytest.approx(0.22, abs=1e-3)  # what it gained is on record
+    assert ids(out)[:2] == ["new", "old"]
+    assert out[0].breakdown.query == pytest.approx(0.1)
     assert [h.breakdown.query for h in out[1:]] == [0.0, 0.0]  # the other slot and the old value: nothing
-    # A newer statement the encoder hardly relates to the older one (vector < .6 of it) stays put.
-    weak = [units[0], hit("new", units[2].record.content, sim=0.2, created=d(2023, 5, 20))]
-    assert ids(rerank(weak, now_q, RerankWeights(current=0.0))) == ["old", "new"]
     # Off, a question about the original value, or one without "now": the order is unchanged.
     assert ids(rerank(units, now_q, RerankWeights(current=0.0, slot=0.0)))[0] == "old"
     past = plan_query("现在的单位之前最初是什么？", NOW)
@@ -294,22 +289,3 @@ def test_newer_statement_of_the_same_slot_wins_now_questions():
     batch = [hit("a", "以后报表里的金额都用人民币万元为单位。", sim=0.60, created=datetime(2023, 3, 1, 9, 0, tzinfo=UTC)),
              hit("b", "以后报表金额改成人民币百万元。", sim=0.55, created=datetime(2023, 3, 1, 9, 5, tzinfo=UTC))]
     assert all(h.breakdown.query == 0.0 for h in rerank(batch, now_q, RerankWeights(current=0.0)))
-
-
-def test_current_value_rule_needs_the_two_memories_to_share_their_topic():
-    # LoCoMo conv-30: the write policy's reading calls these "the same slot" (they differ in a
-    # value class and no scope word tells them apart), but they are about different things; the
-    # newer turn used to be moved above the answer of "What book is Jon currently reading?".
-    from memory.query import same_slot
-    from memory.retrieval.current import shares_topic
-
-    book = "Jon: I'm currently reading \"The Lean Startup\" and hoping it'll give me tips for my biz."
-    party = "Jon: Woohoo! Tomorrow's opening will be so much fun. Can't wait for it - and for you to be there!"
-    assert same_slot(book, party)
-    assert not shares_topic(book, party)
-    hits = [hit("book", book, sim=0.64, created=d(2023, 5, 27)), hit("party", party, sim=0.45, created=d(2023, 6, 19))]
-    out = rerank(hits, plan_query("What book is Jon currently reading?", NOW), RerankWeights(current=0.0))
-    assert ids(out) == ["book", "party"] and out[1].breakdown.query == 0.0
-    # An update restating the slot in the old words does share it.
-    assert shares_topic("Fang: 先立几个规矩：以后报表里的金额都用人民币万元为单位，保留两位小数。",
-                        "Fang: 财务要求统一口径，以后报表金额改成人民币百万元，保留一位小数，之前那个万元的设置作废。")
