@@ -89,18 +89,38 @@ def impute_keywords(vectors: Sequence[float], keywords: Sequence[float], vis: Se
     """Keyword parts with what the keyword channel cannot see filled in from the vector channel.
 
     ``out = vis * keyword + (1 - vis) * q(vector)`` where ``q`` maps a vector score to the
-    keyword part of the visible candidate (``vis >= 0.5``) at the same quantile of vector score.
-    No visible candidate: the imputed part is 0 and only the vector channel ranks.
+    keyword part of the visible candidates (``vis >= 0.5``) at the same quantile of vector score
+    (:func:`quantile_keyword`). No visible candidate: the imputed part is 0 and only the vector
+    channel ranks.
     """
     ref_v = sorted(v for v, s in zip(vectors, vis, strict=True) if s >= 0.5)
     ref_k = sorted(k for k, s in zip(keywords, vis, strict=True) if s >= 0.5)
-    out = []
+    return [s * k + (1.0 - s) * (quantile_keyword(v, ref_v, ref_k) if ref_v and s < 1.0 else 0.0)
+            for v, k, s in zip(vectors, keywords, vis, strict=True)]
+
+
+def quantile_keyword(v: float, ref_v: Sequence[float], ref_k: Sequence[float]) -> float:
+    """The keyword part at vector score ``v`` on the visible memories' quantile map, in [0, 1].
+
+    ``ref_v`` / ``ref_k`` are the visible memories' vector scores and keyword parts, each sorted.
+    Between two reference points the map is linear; beyond the ends it goes on at slope 1. It
+    used to be a step function (the keyword part of the next reference point): every memory
+    whose vector score passed the best visible one got the same keyword part, so among them
+    only ``vector_weight`` (.6) of the vector difference was left to rank by and decay, boosts
+    and the query rules outweighed it (zh/en tuning conversations en->zh MRR .654 vs dense-only
+    .672). With slope 1 the fused score moves one for one with the vector score, as dense-only
+    ranks (zh/en tuning conversations: MRR .769 -> .786; LoCoMo has one script: unchanged).
+    """
     n = len(ref_v)
-    for v, k, s in zip(vectors, keywords, vis, strict=True):
-        # Both lists have n entries: the vector rank among the visible ones picks the keyword part.
-        imputed = ref_k[min(n - 1, bisect.bisect_left(ref_v, v))] if n and s < 1.0 else 0.0
-        out.append(s * k + (1.0 - s) * imputed)
-    return out
+    i = bisect.bisect_left(ref_v, v)
+    if i >= n:
+        out = ref_k[-1] + (v - ref_v[-1])
+    elif i == 0:
+        out = ref_k[0] - (ref_v[0] - v)
+    else:
+        v0, v1, k0, k1 = ref_v[i - 1], ref_v[i], ref_k[i - 1], ref_k[i]
+        out = k0 + (k1 - k0) * (v - v0) / (v1 - v0) if v1 > v0 else k1
+    return min(1.0, max(0.0, out))
 
 
 def similarity(vector: float, keyword: float, vector_weight: float, vector_floor: float = 0.0) -> float:

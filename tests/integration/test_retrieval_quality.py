@@ -27,7 +27,7 @@ def test_zh_en_set_including_cross_language(eval_service):
     assert r["overall"]["n"] == 165
     assert r["config"]["mode"] == "hybrid" and set(r["modes"]) == {"hybrid", "plain", "dense"}
     assert r["modes"]["hybrid"]["overall"] == r["overall"]
-    # Measured .939 / .958 / .814 (memctl eval retrieval --mode all); the floors catch real regressions.
+    # Measured .946 / .958 / .825 (memctl eval retrieval --mode all); the floors catch real regressions.
     assert r["overall"]["R@10"] >= 0.93
     assert r["overall"]["MRR"] >= 0.78
     hyb, plain, dense = (r["modes"][m]["by_category"] for m in ("hybrid", "plain", "dense"))
@@ -40,6 +40,15 @@ def test_zh_en_set_including_cross_language(eval_service):
         assert hyb[cat]["MRR"] >= dense[cat]["MRR"] - 0.05, (cat, hyb[cat], dense[cat])
     # Keywords still help where they can see: same-language English beats dense-only.
     assert hyb["en-en"]["MRR"] >= dense["en-en"]["MRR"]
+    # The hybrid does not rank worse than dense-only across languages (within .005 of MRR, a
+    # twentieth of a question here). Measured en->zh .751 vs .752, zh->en .738 vs .701; with the
+    # step-shaped imputation (before memory.scoring.quantile_keyword) en->zh was .740.
+    for cat in ("en->zh", "zh->en", "en-en", "mixed"):
+        assert hyb[cat]["MRR"] >= dense[cat]["MRR"] - 0.005, (cat, hyb[cat], dense[cat])
+    # zh->zh is not there yet: .874 vs dense-only .889 (issue 16's target is not met here). A
+    # "move the newest statement of a slot first" rule closed it on this set but lost the
+    # independent zh_en_2 set's current-value questions (R@5 .552 -> .414), so it was not kept.
+    assert hyb["zh-zh"]["MRR"] >= dense["zh-zh"]["MRR"] - 0.02, (hyb["zh-zh"], dense["zh-zh"])
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")

@@ -28,13 +28,29 @@ def test_han_share_reads_the_script_not_the_speaker():
 
 
 def test_imputed_keyword_part_follows_the_vector_rank_among_visible_memories():
-    # Visible memories (vis 1) keep their keyword part; the invisible one (vis 0) gets the keyword
-    # part of the visible memory at its vector quantile: here above all of them -> the best one.
-    out = scoring.impute_keywords([0.1, 0.3, 0.6], [0.0, 0.75, 0.0], [1.0, 1.0, 0.0])
-    assert out == pytest.approx([0.0, 0.75, 0.75])
-    # Below every visible memory: the smallest keyword part; no visible memory: nothing imputed.
-    assert scoring.impute_keywords([0.3, 0.05], [0.5, 0.0], [1.0, 0.0]) == pytest.approx([0.5, 0.5])
+    # Visible memories (vis 1) keep their keyword part; an invisible one (vis 0) gets the keyword
+    # part of the visible ones at its vector quantile: between two of them, linearly.
+    out = scoring.impute_keywords([0.1, 0.3, 0.2], [0.0, 0.75, 0.0], [1.0, 1.0, 0.0])
+    assert out == pytest.approx([0.0, 0.75, 0.375])
+    # Beyond the visible ones the map goes on at slope 1 (capped at 1); no visible memory: nothing.
+    assert scoring.impute_keywords([0.3, 0.05], [0.5, 0.0], [1.0, 0.0]) == pytest.approx([0.5, 0.25])
+    assert scoring.impute_keywords([0.1, 0.3, 0.6], [0.0, 0.75, 0.0], [1.0, 1.0, 0.0])[2] == 1.0
     assert scoring.impute_keywords([0.4, 0.05], [0.0, 0.0], [0.0, 0.0]) == [0.0, 0.0]
+
+
+def test_memories_the_keywords_cannot_see_are_ranked_with_the_full_vector_difference():
+    # Two Chinese memories above every English one by vector score: the step map gave both the
+    # best English keyword part, so only .6 of their vector gap was left against decay and
+    # boosts. Now their fused sims differ by the whole vector gap, as dense-only ranks them.
+    vis = [1.0, 1.0, 0.0, 0.0]
+    kws = scoring.impute_keywords([0.10, 0.15, 0.27, 0.25], [0.2, 0.6, 0.0, 0.0], vis)
+    sims = [scoring.similarity(v, k, 0.6) for v, k in zip([0.10, 0.15, 0.27, 0.25], kws, strict=True)]
+    assert sims[2] - sims[3] == pytest.approx(0.02)
+    # And the map never reverses the vector order of invisible memories.
+    refs = ([0.1, 0.2, 0.21, 0.5], [0.0, 0.1, 0.9, 0.95])
+    grid = [i / 100 for i in range(0, 80)]
+    mapped = [scoring.quantile_keyword(v, *refs) for v in grid]
+    assert all(b >= a for a, b in zip(mapped, mapped[1:], strict=False))
 
 
 def _cands() -> list[ScoredMemory]:
