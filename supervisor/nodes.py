@@ -43,7 +43,7 @@ from memory.errors import MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import RouteDecision, agent_namespace, steer_intent
+from memory.policy.routing import SHARED_CONTEXT, RouteDecision, agent_namespace, steer_intent
 from memory.policy.summarize import summarize as summarize_block
 from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
@@ -404,6 +404,8 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
             todo.append((JournalEntry(ns, item, meta, s.actor, d.reason, s.now), d.reason))
         # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
         todo.extend(finding_entries(s, agent, str(active.get("task", "")), result, handoff))
+        if write_behind is not None:  # findings first: the next pre-node reads them (items go elsewhere)
+            todo.sort(key=lambda t: t[0].namespace[:1] != (SHARED_CONTEXT,))
         # Durable before this node returns: a crash from here on loses nothing (replayed on the
         # next open of the store by any process, see supervisor.journal).
         jids = journal_writes(s, manager, journal, [e for e, _ in todo])
