@@ -404,8 +404,6 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
             todo.append((JournalEntry(ns, item, meta, s.actor, d.reason, s.now), d.reason))
         # Findings the next agent needs (definitions, table choices, figures) go to shared_context.
         todo.extend(finding_entries(s, agent, str(active.get("task", "")), result, handoff))
-        if write_behind is not None:  # findings first: the next pre-node reads them (items go elsewhere)
-            todo.sort(key=lambda t: t[0].namespace[:1] != (SHARED_CONTEXT,))
         # Durable before this node returns: a crash from here on loses nothing (replayed on the
         # next open of the store by any process, see supervisor.journal).
         jids = journal_writes(s, manager, journal, [e for e, _ in todo])
@@ -413,8 +411,9 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
             def write(e: JournalEntry = e, jid: str | None = jid) -> Any:
                 return apply_entry(manager, journal, jid, e)
             if write_behind is not None:
-                write_behind.submit(e.namespace, write, incoming=e.content, route_reason=why, origin=f"post:{agent}",
-                                    journal=jid)
+                # Findings run first: the next pre-node reads shared_context (the items go elsewhere).
+                write_behind.submit(e.namespace, write, urgent=e.namespace[:1] == (SHARED_CONTEXT,),
+                                    incoming=e.content, route_reason=why, origin=f"post:{agent}", journal=jid)
                 s.emit("queued", namespace=ns_key(e.namespace), incoming=e.content, route_reason=why, journal=jid)
                 continue
             res = s.guard("write " + ns_key(e.namespace), write, _FAILED)

@@ -15,7 +15,9 @@ returns. Consistency is kept where it matters:
   order they were submitted; only writes into different namespaces — which never see each
   other (dedupe, merge and capacity are per namespace) — may pass one another. Before, the
   pre-node after a Text2SQL handoff waited for the SQL item's write (into the agent's own
-  namespace) queued ahead of the finding it needed from ``shared_context``.
+  namespace) queued ahead of the finding it needed from ``shared_context``; the post-node now
+  submits findings as ``urgent`` (run before the items queued with them; reported, journaled
+  and collected in submission order as before).
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
@@ -55,13 +57,18 @@ class WriteBehind:
         self._pending: list[Pending] = []
         self._queue: list[tuple[Pending, Callable[[], Any]]] = []  # submitted, not started
         self._wanted: list[list[Namespace]] = []  # the prefixes of the barriers now waiting
+        self._urgent: set[int] = set()  # queued writes submitted as urgent (by id of their Pending)
         self._lock = threading.Lock()
 
-    def submit(self, namespace: Namespace, fn: Callable[[], Any], **info: Any) -> Pending:
+    def submit(self, namespace: Namespace, fn: Callable[[], Any], *, urgent: bool = False, **info: Any) -> Pending:
+        """Queue a write. ``urgent`` writes run before the others queued (a namespace must be
+        urgent for all its writes or for none: that keeps its writes in order)."""
         p = Pending(namespace, Future(), info)
         with self._lock:
             self._pending.append(p)
             self._queue.append((p, fn))
+            if urgent:
+                self._urgent.add(id(p))
         # One executor task per write; each runs whichever queued write comes next (_next).
         self._executor.submit(self._run_next)
         return p
@@ -70,11 +77,15 @@ class WriteBehind:
         with self._lock:
             if not self._queue:
                 return None
-            k = 0
-            if self._wanted:  # the first write a waiting barrier needs, else the oldest
+            k = None
+            if self._wanted:  # the first write a waiting barrier needs, else the first urgent, else the oldest
                 k = next((i for i, (p, _) in enumerate(self._queue)
-                          if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), 0)
-            return self._queue.pop(k)
+                          if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), None)
+            if k is None:
+                k = next((i for i, (p, _) in enumerate(self._queue) if id(p) in self._urgent), 0)
+            job = self._queue.pop(k)
+            self._urgent.discard(id(job[0]))
+            return job
 
     def _run_next(self) -> None:
         job = self._next()

@@ -110,6 +110,11 @@ class ViewStore:
         self._conn: sqlite3.Connection | None = None
         self._broken = False
 
+    @classmethod
+    def for_path(cls, path: str | Path) -> ViewStore | None:
+        """The table of a store file; None for ``":memory:"`` (one process: its own cache is enough)."""
+        return None if str(path) == ":memory:" else cls(path)
+
     def _db(self) -> sqlite3.Connection | None:
         if self._conn is not None or self._broken:
             return self._conn

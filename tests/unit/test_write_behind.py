@@ -75,3 +75,15 @@ def test_a_waiting_barrier_runs_its_writes_before_unrelated_queued_ones(wb: Writ
     assert seen == ["finding 1", "finding 2"]  # one namespace keeps its order
     wb.drain()
     assert seen == ["finding 1", "finding 2", "sql"]
+
+
+def test_urgent_writes_run_first_and_are_reported_in_submission_order(wb: WriteBehind) -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+    wb.submit(("x", "u1"), gate.wait)
+    wb.submit(("text2sql_memories", "u1"), lambda: seen.append("sql"))
+    wb.submit(("shared_context", "u1"), lambda: seen.append("finding"), urgent=True)
+    gate.set()
+    done = wb.drain()
+    assert seen == ["finding", "sql"]
+    assert [p.namespace[0] for p in done] == ["x", "text2sql_memories", "shared_context"]
