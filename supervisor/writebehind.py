@@ -34,7 +34,8 @@ returns. Consistency is kept where it matters:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ class WriteBehind:
         self._queue: list[tuple[Pending, Callable[[], Any]]] = []  # submitted, not started
         self._wanted: list[list[Namespace]] = []  # the prefixes of the barriers now waiting
         self._urgent: set[int] = set()  # queued writes submitted as urgent (by id of their Pending)
+        self._gate = threading.Lock()  # held by batch(): the worker picks no write meanwhile
         self._lock = threading.Lock()
 
     def submit(self, namespace: Namespace, fn: Callable[[], Any], *, urgent: bool = False, **info: Any) -> Pending:
@@ -87,7 +89,16 @@ class WriteBehind:
             self._urgent.discard(id(job[0]))
             return job
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Submit several writes before the worker picks its next one, so it starts with the
+        urgent ones rather than with whichever was submitted first. Never wait inside."""
+        with self._gate:
+            yield
+
     def _run_next(self) -> None:
+        with self._gate:
+            pass
         job = self._next()
         if job is None:
             return

@@ -87,3 +87,13 @@ def test_urgent_writes_run_first_and_are_reported_in_submission_order(wb: WriteB
     done = wb.drain()
     assert seen == ["finding", "sql"]
     assert [p.namespace[0] for p in done] == ["x", "text2sql_memories", "shared_context"]
+
+
+def test_a_batch_starts_with_its_urgent_writes(wb: WriteBehind) -> None:
+    seen: list[str] = []
+    with wb.batch():  # the worker is idle: without the batch it would start the first write at once
+        wb.submit(("text2sql_memories", "u1"), lambda: seen.append("sql"))
+        time.sleep(0.05)
+        wb.submit(("shared_context", "u1"), lambda: seen.append("finding"), urgent=True)
+    wb.drain()
+    assert seen == ["finding", "sql"]
