@@ -88,7 +88,7 @@ def forget_user(backend: MemoryBackend, audit: AuditLog, user_id: str, *, positi
             deleted += backend.delete(namespace=ns)
     audit.forget_namespaces(targets, ids)
     if views is not None:  # before the scrub, which truncates the WAL holding the deleted rows
-        views.forget(targets)
+        views.forget(targets, user_id, position)
     scrub(backend, audit)
     residue: dict[str, int] = {"rows": 0, "vectors": 0, "keyword_entries": 0, "audit_events": 0, "trash": 0}
     if views is not None and views.store is not None:

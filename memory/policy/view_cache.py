@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memory.errors import BackendUnavailable, MemoryBackendError
 from memory.namespace import Namespace, ns_key
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class ViewStore:
             # of a forgotten text must not stay in free pages.
             conn.execute("PRAGMA secure_delete = ON")
             apply_migrations(conn, "judge_view_migrations", MIGRATIONS)
-        except (sqlite3.Error, OSError, Exception) as exc:  # noqa: BLE001 - a cache: the judge computes instead
+        except Exception as exc:  # noqa: BLE001 - a cache: the judge computes instead
             _log.warning("judge view cache unavailable at %s (%s); views are computed per process", self.path, exc)
             self._broken = True
             return None
@@ -194,23 +195,29 @@ class ViewStore:
                 return 0
         return len(data)
 
-    def namespaces(self) -> list[str]:
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """For deletes and their checks: an error is raised (from the documented tree), not hidden."""
         with self._lock:
             db = self._db()
             if db is None:
                 return []
-            return [r[0] for r in db.execute("SELECT DISTINCT ns FROM judge_views")]
+            try:
+                return db.execute(sql, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise BackendUnavailable(f"judge view cache {self.path!r}: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise MemoryBackendError(f"judge view cache {self.path!r}: {exc}") from exc
+
+    def namespaces(self) -> list[str]:
+        """The namespace keys that have rows."""
+        return [r[0] for r in self._query("SELECT DISTINCT ns FROM judge_views")]
 
     def count(self, namespaces: Iterable[Namespace] | None = None) -> int:
         """Rows under these namespaces (exactly), or in all."""
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return 0
-            if namespaces is None:
-                return int(db.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0])
-            return sum(int(db.execute("SELECT COUNT(*) FROM judge_views WHERE ns = ?", (ns_key(n),)).fetchone()[0])
-                       for n in set(namespaces))
+        if namespaces is None:
+            return sum(int(r[0]) for r in self._query("SELECT COUNT(*) FROM judge_views"))
+        return sum(int(r[0]) for n in set(namespaces)
+                   for r in self._query("SELECT COUNT(*) FROM judge_views WHERE ns = ?", (ns_key(n),)))
 
     def forget_namespaces(self, namespaces: Iterable[Namespace]) -> int:
         """Drop every row of these namespaces (exact match); returns how many."""
@@ -219,11 +226,7 @@ class ViewStore:
     def purge(self, namespace: Namespace, live_owners: set[bytes]) -> int:
         """Drop the rows of ``namespace`` whose owner is not among ``live_owners``."""
         nsk = ns_key(namespace)
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return 0
-            owners = {bytes(r[0]) for r in db.execute("SELECT DISTINCT owner FROM judge_views WHERE ns = ?", (nsk,))}
+        owners = {bytes(r[0]) for r in self._query("SELECT DISTINCT owner FROM judge_views WHERE ns = ?", (nsk,))}
         return self._delete([(nsk, o) for o in owners - live_owners])
 
     def _delete(self, targets: list[tuple[str, bytes | None]]) -> int:
@@ -234,18 +237,27 @@ class ViewStore:
             if db is None:
                 return 0
             n = 0
-            db.execute("BEGIN IMMEDIATE")
             try:
-                for nsk, owner in targets:
-                    if owner is None:
-                        n += db.execute("DELETE FROM judge_views WHERE ns = ?", (nsk,)).rowcount
-                    else:
-                        n += db.execute("DELETE FROM judge_views WHERE ns = ? AND owner = ?", (nsk, owner)).rowcount
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise  # a delete that failed must be seen: it is a privacy guarantee, not a cache miss
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for nsk, owner in targets:
+                        if owner is None:
+                            n += db.execute("DELETE FROM judge_views WHERE ns = ?", (nsk,)).rowcount
+                        else:
+                            n += db.execute("DELETE FROM judge_views WHERE ns = ? AND owner = ?",
+                                            (nsk, owner)).rowcount
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            # A delete that failed must be seen (a privacy guarantee, not a cache miss): raised
+            # from the documented tree, like the audit log's errors.
+            except sqlite3.OperationalError as exc:
+                raise BackendUnavailable(f"judge view cache {self.path!r}: {exc}; the deleted memories' view "
+                                         "vectors may remain: run the delete or forget-user again") from exc
+            except sqlite3.Error as exc:
+                raise MemoryBackendError(f"judge view cache {self.path!r}: {exc}") from exc
             return n
 
     def close(self) -> None:
@@ -346,13 +358,21 @@ class JudgeViews:
             return self.judge.cached(p.text)
         return self.judge.paraphrase.cached(p.text)  # type: ignore[union-attr]
 
-    def forget(self, namespaces: Iterable[Namespace]) -> int:
-        """Drop the rows of these namespaces (forget_user)."""
+    def forget(self, namespaces: Iterable[Namespace], user_id: str | None = None, position: int = 1) -> int:
+        """Drop the rows of these namespaces (forget_user), and of any other namespace with
+        ``user_id`` as its label at ``position`` (rows of a write that failed after its views
+        were stored, which left no trace elsewhere)."""
         if self.store is None:
             return 0
         with self._lock:
             self._known.clear()
-        return self.store.forget_namespaces(namespaces)
+        targets = set(namespaces)
+        if user_id is not None:
+            for k in self.store.namespaces():
+                ns = tuple(k.split("/"))
+                if len(ns) > position and ns[position] == user_id:
+                    targets.add(ns)
+        return self.store.forget_namespaces(targets)
 
     def purge(self, namespaces: Iterable[Namespace], live_texts: Callable[[Namespace], Iterable[str]]) -> int:
         """After a hard delete: drop the rows of ``namespaces`` whose memory text is not live any more."""

@@ -141,3 +141,19 @@ def _new(text: str):  # noqa: ANN202 - a NewMemory
     from memory.service import NewMemory
 
     return NewMemory(text, ("user_profile", "u1"), None, created_at=NOW)
+
+
+def test_forget_user_also_drops_rows_of_namespaces_nothing_else_remembers(path: Path) -> None:
+    """A write that failed after its views were stored leaves rows in a namespace the store and the
+    audit log never saw: forget_user finds them by the user's label."""
+    mm = MemoryManager.from_settings(MemorySettings(path=str(path)))
+    try:
+        assert mm.views.store is not None
+        v = np.ones(512, dtype=np.float32) / np.sqrt(512)
+        mm.views.store.put(("scratch", "u1", "drafts"), [(b"k" * 16, view_cache.owner_key("draft"), v)])
+        mm.views.store.put(("scratch", "u2"), [(b"k" * 16, view_cache.owner_key("other"), v)])
+        rep = mm.forget_user("u1", now=NOW)
+        assert rep.clean and rep.residue["judge_views"] == 0
+        assert mm.views.store.namespaces() == ["scratch/u2"]
+    finally:
+        mm.close()
