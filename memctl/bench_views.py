@@ -89,8 +89,8 @@ def load_views(store_path: str, groups: Sequence[tuple[Namespace, list[str]]], c
         conn.execute("ATTACH DATABASE ? AS src", (str(cache),))
         keys = [ns_key(ns) for ns, _ in groups]
         conn.execute("BEGIN")
-        n = conn.execute(f"INSERT OR IGNORE INTO judge_views SELECT * FROM src.judge_views WHERE ns IN "
-                         f"({','.join('?' * len(keys))})", keys).rowcount
+        n = conn.execute(f"INSERT OR IGNORE INTO judge_views (ns, owner, views) SELECT ns, owner, views "
+                         f"FROM src.judge_views WHERE ns IN ({','.join('?' * len(keys))})", keys).rowcount
         conn.execute("COMMIT")
         conn.execute("DETACH DATABASE src")
     finally:

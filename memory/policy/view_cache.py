@@ -16,8 +16,9 @@ never be read for another text or another model. A row is used only when its len
 model's dimension and its checksum matches (a damaged row is recomputed), so a cache entry can
 never change a verdict: the judge sees the exact float32 vector it would have computed.
 
-**Scoped and owned, so deletes delete.** Rows live under the namespace of the memory whose views
-they are, with a hash of that memory's text as owner. ``forget_user`` drops the rows of the
+**Scoped and owned, so deletes delete.** One row per memory text and namespace holds every view
+vector of that text (packed: a row per vector wasted half of every page), keyed by the namespace
+and a hash of the text (its owner). ``forget_user`` drops the rows of the
 user's namespaces; a hard delete drops, in the namespaces it touched, every row whose owner text
 is no longer a live memory there (a vector of a deleted text is derived data). The connection
 uses ``secure_delete`` and the caller's scrub truncates the WAL, as for the audit log.
@@ -54,17 +55,17 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 MIGRATIONS: list[str] = [
-    # 1: one row per (namespace, view); owner = hash of the memory text the view was taken of
+    # 1: one row per (namespace, memory text): every view vector of that text, packed (_pack).
+    #    One 2 KB vector per row cost ~4.6 KB of file (two do not fit a 4 KB page, so each row
+    #    took an overflow page); packed, a memory's views fill their pages.
     """
     CREATE TABLE judge_views (
+        id INTEGER PRIMARY KEY,
         ns TEXT NOT NULL,
-        key BLOB NOT NULL,
         owner BLOB NOT NULL,
-        vec BLOB NOT NULL,
-        digest BLOB NOT NULL,
-        PRIMARY KEY (ns, key)
-    ) WITHOUT ROWID;
-    CREATE INDEX judge_views_owner ON judge_views (ns, owner)
+        views BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX judge_views_owner ON judge_views (ns, owner)
     """,
 ]
 
@@ -97,6 +98,27 @@ def owner_key(text: str) -> bytes:
 
 def _digest(key: bytes, vec: bytes) -> bytes:
     return hashlib.blake2b(key + vec, digest_size=8).digest()
+
+
+_HEAD = 16 + 8 + 4  # key, digest, byte length of the vector
+
+
+def _pack(entries: dict[bytes, bytes]) -> bytes:
+    """``{view key: float32 bytes}`` as one blob: per entry key, digest, length, vector."""
+    return b"".join(k + _digest(k, v) + len(v).to_bytes(4, "little") + v for k, v in entries.items())
+
+
+def _unpack(blob: bytes) -> dict[bytes, tuple[bytes, bytes]]:
+    """``{view key: (digest, float32 bytes)}``; a truncated tail is dropped."""
+    out: dict[bytes, tuple[bytes, bytes]] = {}
+    i = 0
+    while i + _HEAD <= len(blob):
+        key, digest, n = blob[i: i + 16], blob[i + 16: i + 24], int.from_bytes(blob[i + 24: i + 28], "little")
+        if i + _HEAD + n > len(blob):
+            break
+        out[bytes(key)] = (bytes(digest), bytes(blob[i + _HEAD: i + _HEAD + n]))
+        i += _HEAD + n
+    return out
 
 
 class ViewStore:
@@ -140,51 +162,75 @@ class ViewStore:
         self._conn = conn
         return conn
 
-    def get(self, namespace: Namespace, keys: Sequence[bytes], dims: dict[bytes, int]) -> dict[bytes, np.ndarray]:
-        """The stored vectors of ``keys`` under ``namespace`` that pass the checks (length
-        ``dims[key]`` float32 values, checksum, finite); anything else is left out."""
-        out: dict[bytes, np.ndarray] = {}
-        if not keys:
+    def _rows(self, db: sqlite3.Connection, nsk: str, owners: Sequence[bytes]) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        for i in range(0, len(owners), _CHUNK):
+            chunk = list(owners[i: i + _CHUNK])
+            for owner, blob in db.execute(f"SELECT owner, views FROM judge_views WHERE ns = ? AND owner IN "
+                                          f"({','.join('?' * len(chunk))})", [nsk, *chunk]):
+                out[bytes(owner)] = bytes(blob)
+        return out
+
+    def get(self, namespace: Namespace, wanted: dict[bytes, set[bytes]],
+            dims: dict[bytes, int]) -> dict[tuple[bytes, bytes], np.ndarray]:
+        """``{(owner, key): vector}``: the stored vectors of the view keys ``wanted[owner]`` of each
+        owner under ``namespace`` that pass the checks (``dims[key]`` float32 values, checksum,
+        finite); anything else is left out."""
+        out: dict[tuple[bytes, bytes], np.ndarray] = {}
+        if not wanted:
             return out
         with self._lock:
             db = self._db()
             if db is None:
                 return out
-            nsk = ns_key(namespace)
             try:
-                for i in range(0, len(keys), _CHUNK):
-                    chunk = list(keys[i: i + _CHUNK])
-                    rows = db.execute(f"SELECT key, vec, digest FROM judge_views WHERE ns = ? AND key IN "
-                                      f"({','.join('?' * len(chunk))})", [nsk, *chunk]).fetchall()
-                    for key, vec, digest in rows:
-                        key, vec = bytes(key), bytes(vec)
-                        if len(vec) != 4 * dims.get(key, -1) or _digest(key, vec) != bytes(digest):
-                            continue  # another dimension or a damaged row: recompute
-                        v = np.frombuffer(vec, dtype=np.float32)
-                        if np.isfinite(v).all():
-                            out[key] = v.copy()
+                rows = self._rows(db, ns_key(namespace), list(wanted))
             except sqlite3.Error as exc:
                 _log.warning("judge view cache read failed (%s); computing the views", exc)
                 return {}
+        for owner, blob in rows.items():
+            entries = _unpack(blob)
+            for key in wanted[owner]:
+                hit = entries.get(key)
+                if hit is None:
+                    continue
+                digest, vec = hit
+                if len(vec) != 4 * dims.get(key, -1) or _digest(key, vec) != digest:
+                    continue  # another dimension or a damaged entry: recompute
+                v = np.frombuffer(vec, dtype=np.float32)
+                if np.isfinite(v).all():
+                    out[(owner, key)] = v.copy()
         return out
 
     def put(self, namespace: Namespace, rows: Iterable[tuple[bytes, bytes, np.ndarray]]) -> int:
-        """Store ``(key, owner, vector)`` rows under ``namespace`` (existing keys are kept)."""
-        data = []
+        """Store ``(key, owner, vector)`` under ``namespace``, in each owner's row."""
+        by_owner: dict[bytes, dict[bytes, bytes]] = {}
         for key, owner, v in rows:
-            vec = np.ascontiguousarray(v, dtype=np.float32).tobytes()
-            data.append((ns_key(namespace), key, owner, vec, _digest(key, vec)))
-        if not data:
+            by_owner.setdefault(owner, {})[key] = np.ascontiguousarray(v, dtype=np.float32).tobytes()
+        if not by_owner:
             return 0
+        nsk = ns_key(namespace)
+        n = 0
         with self._lock:
             db = self._db()
             if db is None:
                 return 0
             try:
-                db.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")  # read-modify-write: another process may add to a row
                 try:
-                    db.executemany("INSERT OR IGNORE INTO judge_views (ns, key, owner, vec, digest) "
-                                   "VALUES (?, ?, ?, ?, ?)", data)
+                    old = self._rows(db, nsk, list(by_owner))
+                    for owner, new in by_owner.items():
+                        # A damaged entry is dropped (re-packing would give it a valid digest).
+                        have = {k: v for k, (d, v) in _unpack(old.get(owner, b"")).items() if _digest(k, v) == d}
+                        # What was computed replaces what is stored under the same key (stored
+                        # entries are only recomputed when they were missing or unusable).
+                        add = {k: v for k, v in new.items() if have.get(k) != v}
+                        if not add:
+                            continue
+                        db.execute("INSERT INTO judge_views (ns, owner, views) VALUES (?, ?, ?) ON CONFLICT "
+                                   "(ns, owner) DO UPDATE SET views = excluded.views",
+                                   (nsk, owner, _pack({**have, **add})))
+                        n += len(add)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -193,7 +239,7 @@ class ViewStore:
             except sqlite3.Error as exc:
                 _log.warning("judge view cache write failed (%s); the views will be computed again", exc)
                 return 0
-        return len(data)
+        return n
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """For deletes and their checks: an error is raised (from the documented tree), not hidden."""
@@ -289,8 +335,8 @@ class JudgeViews:
     def __init__(self, judge: PairJudge, store: ViewStore | None, *, remember_size: int = 65536):
         self.judge = judge
         self.store = store
-        # (namespace key, view key) this process read from or wrote to the store: not asked again.
-        self._known: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        # (namespace key, owner, view key) this process read from or wrote to the store: not asked again.
+        self._known: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
         self._known_size = remember_size
         self._lock = threading.Lock()
 
@@ -327,23 +373,25 @@ class JudgeViews:
         nsk = ns_key(namespace)
         plan = self._plan(texts, enc, para)
         with self._lock:
-            ask = [p for p in plan if (nsk, p.key) not in self._known]
-        found: dict[bytes, np.ndarray] = {}
+            ask = [p for p in plan if (nsk, p.owner, p.key) not in self._known]
+        found: dict[tuple[bytes, bytes], np.ndarray] = {}
         if ask:
-            dims = {p.key: p.dim for p in ask}
-            found = self.store.get(namespace, [p.key for p in dict.fromkeys(ask)], dims)
+            wanted: dict[bytes, set[bytes]] = {}
             for p in ask:
-                v = found.get(p.key)
+                wanted.setdefault(p.owner, set()).add(p.key)
+            found = self.store.get(namespace, wanted, {p.key: p.dim for p in ask})
+            for p in ask:
+                v = found.get((p.owner, p.key))
                 if v is not None:
                     self._seed(p, v)
         self.judge.prime(texts)
-        new = [(p.key, p.owner, v) for p in dict.fromkeys(ask) if p.key not in found
+        new = [(p.key, p.owner, v) for p in dict.fromkeys(ask) if (p.owner, p.key) not in found
                for v in [self._cached(p)] if v is not None]
         if new:
             self.store.put(namespace, new)
         with self._lock:
             for p in ask:
-                self._known[(nsk, p.key)] = None
+                self._known[(nsk, p.owner, p.key)] = None
             while len(self._known) > self._known_size:
                 self._known.popitem(last=False)
 

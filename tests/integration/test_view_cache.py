@@ -99,15 +99,17 @@ def test_a_fresh_process_reads_its_neighbours_views_instead_of_embedding_them(pa
 def test_damaged_or_foreign_rows_are_recomputed_and_change_no_verdict(path: Path, damage: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     with sqlite3.connect(path) as con:
-        assert con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0] >= 10
-        if damage == "checksum":  # flipped bytes, digest left as it was
-            con.execute("UPDATE judge_views SET vec = zeroblob(length(vec))")
-        elif damage == "dimension":  # a consistent row of another size (another encoder's)
-            rows = con.execute("SELECT ns, key FROM judge_views").fetchall()
-            short = np.ones(100, dtype=np.float32).tobytes()
-            for ns, key in rows:
-                con.execute("UPDATE judge_views SET vec = ?, digest = ? WHERE ns = ? AND key = ?",
-                            (short, view_cache._digest(bytes(key), short), ns, key))
+        assert con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0] == len(STORED)
+        rows = con.execute("SELECT id, views FROM judge_views").fetchall()
+        for rid, blob in rows:
+            entries = view_cache._unpack(bytes(blob))
+            if damage == "checksum":  # zeroed vectors, digests left as they were
+                new = b"".join(k + d + len(v).to_bytes(4, "little") + bytes(len(v)) for k, (d, v) in entries.items())
+            elif damage == "dimension":  # consistent entries of another size (another encoder's)
+                new = view_cache._pack({k: np.ones(100, dtype=np.float32).tobytes() for k in entries})
+            else:
+                continue
+            con.execute("UPDATE judge_views SET views = ? WHERE id = ?", (new, rid))
     if damage == "model":  # new weights of the same model: another tag, so every key misses
         monkeypatch.setattr(view_cache, "model_tag", lambda m: f"{m}@another-version")
     mm, encoded, paraphrased = _fresh(path)
