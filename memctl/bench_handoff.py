@@ -33,8 +33,10 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from memctl.bench_corpus import embed_corpus, make_corpus, make_queries
+from memctl.bench_views import load_views
 from memory.embeddings import get_embedder
 from memory.policy.manager import MemoryManager
+from memory.policy.routing import agent_namespace, shared_namespace
 from memory.records import MemoryRecord
 from memory.settings import MemorySettings
 from supervisor.context import SupervisorContext
@@ -64,6 +66,7 @@ def _items(agent: str, task: str, i: int) -> list[str]:
 def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | None = None,
                      settings: MemorySettings | None = None,
                      write_behind: bool = False, agent_ms: float = 0.0, journal: bool = True,
+                     judge_views: bool = True,
                      progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """p50/p95 (ms) of pre-node + post-node per handoff with ``n_memories`` stored.
 
@@ -77,6 +80,9 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
         agent_ms: untimed sleep after each pre-node and post-node (simulated model time).
         journal: post-nodes commit their writes to the write journal first, as the graph does
             (:mod:`supervisor.journal`); False measures without it.
+        judge_views: the memories of the namespaces the handoffs write into carry the judge's
+            view vectors, as ``remember`` stores them (:mod:`memctl.bench_views`); False measures
+            a bulk-loaded store without them (every neighbour's views computed on first meeting).
 
     Returns:
         ``{"n_memories", "handoffs", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
@@ -105,6 +111,11 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
                 mm.service.backend.upsert(recs, vecs[i: i + len(recs)])
                 if progress:
                     progress("load", min(n_memories, i + 5000), n_memories)
+            if judge_views:  # what remember() would have stored beside them (memctl.bench_views)
+                written = {agent_namespace(a, "u0") for a in AGENTS} | {shared_namespace("u0")}
+                groups = [(ns, [texts[j] for j in range(n_memories) if
+                                (KINDS[(j // 10) % len(KINDS)], f"u{j % 10}") == ns]) for ns in sorted(written)]
+                load_views(st.path, groups, cache_dir, f"{n_memories}", st.policy.paraphrase_model, progress)
             budget = st.policy.summary_max_tokens
             wb = WriteBehind() if write_behind else None
             write_ms: list[float] = []
@@ -177,7 +188,7 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
              if write_behind and write_ms else {})
     return {
         "n_memories": n_memories, "handoffs": handoffs, **summary(rows), **extra, "write_behind": write_behind,
-        "journal": journal,
+        "journal": journal, "judge_views": judge_views,
         "per_agent": {a: summary([r for r in rows if r[0] == a]) for a in AGENTS},
         "errors": errors,
         "injected_tokens": {"mode": base.policy.injection, "mean": round(pystats.fmean(injected), 1),

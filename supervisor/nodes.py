@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import nullcontext
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -43,7 +44,7 @@ from memory.errors import MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
-from memory.policy.routing import RouteDecision, agent_namespace, steer_intent
+from memory.policy.routing import SHARED_CONTEXT, RouteDecision, agent_namespace, steer_intent
 from memory.policy.summarize import summarize as summarize_block
 from memory.records import SearchHit, utcnow
 from memory.text import count_tokens
@@ -407,19 +408,22 @@ def make_post_node(manager: MemoryManager, agent: str, write_behind: WriteBehind
         # Durable before this node returns: a crash from here on loses nothing (replayed on the
         # next open of the store by any process, see supervisor.journal).
         jids = journal_writes(s, manager, journal, [e for e, _ in todo])
-        for jid, (e, why) in zip(jids, todo, strict=True):
-            def write(e: JournalEntry = e, jid: str | None = jid) -> Any:
-                return apply_entry(manager, journal, jid, e)
-            if write_behind is not None:
-                write_behind.submit(e.namespace, write, incoming=e.content, route_reason=why, origin=f"post:{agent}",
-                                    journal=jid)
-                s.emit("queued", namespace=ns_key(e.namespace), incoming=e.content, route_reason=why, journal=jid)
-                continue
-            res = s.guard("write " + ns_key(e.namespace), write, _FAILED)
-            if res is not _FAILED and res is not None:
-                _emit_written(s, res, e.namespace, e.content, why)
-            elif res is _FAILED and jid is not None:
-                s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=e.content, journal=jid)
+        # Queued together, so the worker starts with the urgent ones (not the first submitted).
+        with write_behind.batch() if write_behind is not None else nullcontext():
+            for jid, (e, why) in zip(jids, todo, strict=True):
+                def write(e: JournalEntry = e, jid: str | None = jid) -> Any:
+                    return apply_entry(manager, journal, jid, e)
+                if write_behind is not None:
+                    # Findings run first: the next pre-node reads shared_context (the items go elsewhere).
+                    write_behind.submit(e.namespace, write, urgent=e.namespace[:1] == (SHARED_CONTEXT,),
+                                        incoming=e.content, route_reason=why, origin=f"post:{agent}", journal=jid)
+                    s.emit("queued", namespace=ns_key(e.namespace), incoming=e.content, route_reason=why, journal=jid)
+                    continue
+                res = s.guard("write " + ns_key(e.namespace), write, _FAILED)
+                if res is not _FAILED and res is not None:
+                    _emit_written(s, res, e.namespace, e.content, why)
+                elif res is _FAILED and jid is not None:
+                    s.emit("retry_queued", namespace=ns_key(e.namespace), incoming=e.content, journal=jid)
         # Merge: the agent's answer joins the Supervisor's conversation (as the handoff's tool
         # result when a model asked for it, else as a named AI message).
         text = result.get("text") or f"{agent} returned nothing"

@@ -9,7 +9,15 @@ returns. Consistency is kept where it matters:
   order the graph produced them — the same outcome as writing inline.
 * **Read-your-writes.** Before a node searches, it waits for the pending writes into the
   namespaces it is about to read (:meth:`WriteBehind.barrier`), so a search never misses a
-  memory the graph already produced. Writes into namespaces it does not read keep running.
+  memory the graph already produced. Writes into namespaces it does not read keep running,
+  and do not hold it up: while a barrier waits, the worker takes the writes it waits for
+  first (a write already running is finished). Writes into one namespace always run in the
+  order they were submitted; only writes into different namespaces — which never see each
+  other (dedupe, merge and capacity are per namespace) — may pass one another. Before, the
+  pre-node after a Text2SQL handoff waited for the SQL item's write (into the agent's own
+  namespace) queued ahead of the finding it needed from ``shared_context``; the post-node now
+  submits findings as ``urgent`` (run before the items queued with them; reported, journaled
+  and collected in submission order as before).
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
@@ -26,7 +34,8 @@ returns. Consistency is kept where it matters:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,13 +56,59 @@ class WriteBehind:
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-write-behind")
         self._pending: list[Pending] = []
+        self._queue: list[tuple[Pending, Callable[[], Any]]] = []  # submitted, not started
+        self._wanted: list[list[Namespace]] = []  # the prefixes of the barriers now waiting
+        self._urgent: set[int] = set()  # queued writes submitted as urgent (by id of their Pending)
+        self._gate = threading.Lock()  # held by batch(): the worker picks no write meanwhile
         self._lock = threading.Lock()
 
-    def submit(self, namespace: Namespace, fn: Callable[[], Any], **info: Any) -> Pending:
-        p = Pending(namespace, self._executor.submit(fn), info)
+    def submit(self, namespace: Namespace, fn: Callable[[], Any], *, urgent: bool = False, **info: Any) -> Pending:
+        """Queue a write. ``urgent`` writes run before the others queued (a namespace must be
+        urgent for all its writes or for none: that keeps its writes in order)."""
+        p = Pending(namespace, Future(), info)
         with self._lock:
             self._pending.append(p)
+            self._queue.append((p, fn))
+            if urgent:
+                self._urgent.add(id(p))
+        # One executor task per write; each runs whichever queued write comes next (_next).
+        self._executor.submit(self._run_next)
         return p
+
+    def _next(self) -> tuple[Pending, Callable[[], Any]] | None:
+        with self._lock:
+            if not self._queue:
+                return None
+            k = None
+            if self._wanted:  # the first write a waiting barrier needs, else the first urgent, else the oldest
+                k = next((i for i, (p, _) in enumerate(self._queue)
+                          if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), None)
+            if k is None:
+                k = next((i for i, (p, _) in enumerate(self._queue) if id(p) in self._urgent), 0)
+            job = self._queue.pop(k)
+            self._urgent.discard(id(job[0]))
+            return job
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Submit several writes before the worker picks its next one, so it starts with the
+        urgent ones rather than with whichever was submitted first. Never wait inside."""
+        with self._gate:
+            yield
+
+    def _run_next(self) -> None:
+        with self._gate:
+            pass
+        job = self._next()
+        if job is None:
+            return
+        p, fn = job
+        if not p.future.set_running_or_notify_cancel():
+            return
+        try:
+            p.future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - kept for the node that collects it
+            p.future.set_exception(exc)
 
     def __len__(self) -> int:
         with self._lock:
@@ -68,13 +123,19 @@ class WriteBehind:
     def barrier(self, prefixes: Iterable[Namespace]) -> list[Pending]:
         """Wait for the pending writes under any of ``prefixes``; return them, finished.
 
-        The single worker runs writes in order, so waiting for the last matching one also
-        finishes the earlier ones; they are returned when they are done.
+        While it waits, the worker runs those writes before any other queued write.
         """
         prefixes = list(prefixes)
-        hit = self._take(lambda p: any(p.namespace[: len(q)] == q for q in prefixes))
-        for p in hit:
-            p.future.exception()  # wait; the caller reads the result or the error
+        hit = self._take(lambda p: any(_under(p.namespace, q) for q in prefixes))
+        if hit:
+            with self._lock:
+                self._wanted.append(prefixes)
+            try:
+                for p in hit:
+                    p.future.exception()  # wait; the caller reads the result or the error
+            finally:
+                with self._lock:
+                    self._wanted.remove(prefixes)
         return hit + self.collect()
 
     def collect(self) -> list[Pending]:
@@ -90,3 +151,7 @@ class WriteBehind:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+
+
+def _under(ns: Namespace, prefix: Namespace) -> bool:
+    return ns[: len(prefix)] == prefix

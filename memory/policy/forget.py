@@ -72,8 +72,11 @@ def user_namespaces(backend: MemoryBackend, audit: AuditLog, user_id: str, posit
 
 
 def forget_user(backend: MemoryBackend, audit: AuditLog, user_id: str, *, position: int = 1,
-                actor: Any = None, now: datetime) -> ForgetReport:
-    """Remove every memory, trashed copy and audit text of one user; prove it with residue counts."""
+                actor: Any = None, now: datetime, views: Any = None) -> ForgetReport:
+    """Remove every memory, trashed copy and audit text of one user; prove it with residue counts.
+
+    ``views`` (:class:`memory.policy.view_cache.JudgeViews`): the judge's stored view vectors of
+    the user's namespaces go too (vectors of the deleted texts are derived data)."""
     user_id = check_user_label(user_id, position)
     targets = user_namespaces(backend, audit, user_id, position)
     live = {ns for ns, _ in backend.namespaces()}
@@ -84,8 +87,12 @@ def forget_user(backend: MemoryBackend, audit: AuditLog, user_id: str, *, positi
             ids += [r.id for r in backend.scroll(ns, limit=10**9, include_expired=True)]  # type: ignore[call-arg]
             deleted += backend.delete(namespace=ns)
     audit.forget_namespaces(targets, ids)
+    if views is not None:  # before the scrub, which truncates the WAL holding the deleted rows
+        views.forget(targets, user_id, position)
     scrub(backend, audit)
     residue: dict[str, int] = {"rows": 0, "vectors": 0, "keyword_entries": 0, "audit_events": 0, "trash": 0}
+    if views is not None and views.store is not None:
+        residue["judge_views"] = views.store.count(targets)
     backend_residue = getattr(backend, "residue", None)
     for ns in targets:
         for k, v in audit.residue(ns).items():

@@ -326,9 +326,13 @@ class PairJudge:
     """
 
     def __init__(self, model: TreeModel | None = None, *, embed: Callable[[list[str]], np.ndarray] | None = None,
-                 paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384):
+                 paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384,
+                 encoder_id: str | None = None):
         self.model = model or default_model()
         self._embed_fn = embed
+        # The encoder's name, for vectors kept beyond this process (memory.policy.view_cache);
+        # None for an injected encoder that gave none: its vectors are never persisted.
+        self.encoder_id = JUDGE_EMBEDDING_MODEL if embed is None else encoder_id
         self.paraphrase = paraphrase
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._verdicts: OrderedDict[tuple[str, str], Verdict] = OrderedDict()
@@ -365,6 +369,11 @@ class PairJudge:
         with self._lock:
             self._put(text, vector)
 
+    def cached(self, text: str) -> np.ndarray | None:
+        """The encoder's vector of ``text`` if this process has it (never embeds)."""
+        with self._lock:
+            return self._cache.get(text)
+
     def vector(self, text: str) -> np.ndarray:
         """The encoder's vector of one text (cached; embedded on a miss)."""
         return self._embed([text])[0]
@@ -373,6 +382,10 @@ class PairJudge:
     def _views(text: str) -> list[str]:
         r = read(text)
         return [text, r.masked, r.subject or text] + [unit_text(u) for u in units(text)]
+
+    def view_texts(self, text: str) -> list[str]:
+        """The strings whose encoder vectors the features of ``text`` read (what :meth:`prime` embeds)."""
+        return self._views(text)
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed everything the features of these texts need: the encoder's views in one batch per

@@ -25,6 +25,7 @@ from memory.policy.paraphrase import get_paraphrase_scorer
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
 from memory.policy.summarize import summarize, summarize_with_model
+from memory.policy.view_cache import JudgeViews, ViewStore, live_texts_of
 from memory.records import (
     MEMORY_TYPES,
     MemoryMetadata,
@@ -140,8 +141,11 @@ class MemoryManager:
         # When the store embeds with the judge's model, the judge embeds through the same
         # embedder (one model in memory, one place to inject a different one).
         same = getattr(service.embedder, "name", None) == JUDGE_EMBEDDING_MODEL
-        self.pair_judge = PairJudge(paraphrase=self._paraphrase,
+        self.pair_judge = PairJudge(paraphrase=self._paraphrase, encoder_id=JUDGE_EMBEDDING_MODEL,
                                     embed=service.embedder.embed_documents if same else None)
+        # The judge's view vectors persist beside the store: a neighbour is embedded once, at its
+        # own write, not again in every process that meets it (memory.policy.view_cache).
+        self.views = JudgeViews(self.pair_judge, ViewStore.for_path(self.settings.path))
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
         # Who may read/write which namespace (settings.acl); checked before every read and write.
         self.access = AccessControl.from_settings(self.settings.acl, audit)
@@ -219,7 +223,7 @@ class MemoryManager:
         if self.service.embedder.name == JUDGE_EMBEDDING_MODEL and not record.metadata.extra.get("context"):
             # The store embeds with the judge's own model: one batch gives the stored vector and
             # every view the judge reads of this text, now and when it is a neighbour later.
-            self.pair_judge.prime([record.content])
+            self.views.prime(ns, [record.content])
             vec = np.asarray([self.pair_judge.vector(record.content)], dtype=np.float32)
         else:
             vec = self.service.embed_records([record])
@@ -234,7 +238,7 @@ class MemoryManager:
         neighbours.sort(key=lambda n: -(n.vector_score or 0.0))
         neighbours = neighbours[: self.policy.neighbours]
         if neighbours:  # one embedding batch for every text the judge reads (cached ones are skipped)
-            self.pair_judge.prime([record.content] + [n.record.content for n in neighbours])
+            self.views.prime(ns, [record.content] + [n.record.content for n in neighbours])
         task = record.metadata.extra.get("task")
         task_s = task if isinstance(task, str) else None
         judged = [(n.record, self._judge(n.record, record.content, task_s)) for n in neighbours]
@@ -258,7 +262,7 @@ class MemoryManager:
             if written:
                 break
             # Another writer stored memories here since our read: judge them too, then retry.
-            self.pair_judge.prime([record.content] + [r.content for r in changed])
+            self.views.prime(ns, [record.content] + [r.content for r in changed])
             changed_ids = {c.id for c in changed}
             judged = [(r, v) for r, v in judged if r.id not in changed_ids] + [
                 (r, self._judge(r, record.content, task_s)) for r in changed]
@@ -490,6 +494,7 @@ class MemoryManager:
                                          f"{'hard' if hard else 'soft'}: {reason}",
                                          None if hard else record_to_dict(r), None, {"hard": hard}, ts=now))
         if hard and found:
+            self.views.purge({r.namespace for r in found}, live_texts_of(self.service.backend))
             scrub(self.service.backend, self.audit)
         return n
 
@@ -530,7 +535,7 @@ class MemoryManager:
         targets = user_namespaces(self.service.backend, self.audit, check_user_label(user_id, position), position)
         self.access.check(actor, "write", targets, now=now)  # an agent never erases others' private memory
         report = forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
-                             now=now)
+                             now=now, views=self.views)
         # Writes the Supervisor journaled but had not applied yet would come back on the next
         # replay: drop them too (memory.journal imports this module, hence the late import).
         from memory.journal import WriteJournal
@@ -545,6 +550,7 @@ class MemoryManager:
     def close(self) -> None:
         self.service.close()
         self.audit.close()
+        self.views.close()
 
     def __enter__(self) -> MemoryManager:
         return self

@@ -131,6 +131,18 @@ class ParaphraseScorer:
         with self._lock:
             return self._embed_locked(text)
 
+    def cached(self, text: str) -> np.ndarray | None:
+        """The vector of ``text`` if this process has it (never runs the model)."""
+        with self._lock:
+            return self._cache.get(text)
+
+    def seed(self, text: str, vector: np.ndarray) -> None:
+        """Hand over a vector this model computed earlier (memory.policy.view_cache)."""
+        with self._lock:
+            self._cache[text] = np.asarray(vector, dtype=np.float32)
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
     def similarity(self, a: str, b: str) -> float:
         with self._lock:
             return float(self._embed_locked(a) @ self._embed_locked(b))

@@ -42,6 +42,23 @@ def _leaks(path: Path) -> list[str]:
     return [w for w in U7_WORDS if w.encode() in data or w.lower().encode() in data]
 
 
+def _view_vectors(mm: MemoryManager, texts: list[str], others: list[str]) -> list[bytes]:
+    """The float32 bytes of the judge's views of ``texts`` (encoder views and the paraphrase
+    vector) that no text of ``others`` shares: derived data of the texts, which a delete must remove."""
+    judge, para = mm.pair_judge, mm.pair_judge.paraphrase
+    shared = {v for t in others for v in judge.view_texts(t)}
+    out = [judge.cached(v) for t in texts for v in judge.view_texts(t) if v not in shared]
+    out += [para.cached(t) for t in texts]  # type: ignore[union-attr]
+    return [v.tobytes() for v in out if v is not None]
+
+
+def _vector_leaks(path: Path, vectors: list[bytes]) -> int:
+    """How many of ``vectors`` the files still hold: a vector counts when any of four 64-byte
+    windows 512 bytes apart is found (a vector may straddle two pages, which splits one window)."""
+    data = _file_bytes(path)
+    return sum(any(v[o: o + 64] in data for o in range(0, len(v) - 63, 512)) for v in vectors)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[tuple[MemoryManager, Path]]:
     for k in [k for k in os.environ if k.startswith("MEMORY_")]:
@@ -68,6 +85,9 @@ def test_forget_user_leaves_no_text_in_the_file(store: tuple[MemoryManager, Path
     mm, path = store
     ids = _fill(mm)
     assert _leaks(path), "the test's words must be in the file before forgetting"
+    # The judge's view vectors of the user's texts are stored beside the memories (view_cache).
+    vectors = _view_vectors(mm, [*U7_TEXTS.values(), "Hyperwombat budget draft for Q3"], list(OTHER.values()))
+    assert len(vectors) >= 12 and _vector_leaks(path, vectors) >= 12
     before = {(e.seq, e.action, e.memory_id, e.ts) for e in mm.audit.events(limit=10_000)}
 
     # An operator (the access rules let it reach every agent's private memory) forgets the user.
@@ -94,6 +114,8 @@ def test_forget_user_leaves_no_text_in_the_file(store: tuple[MemoryManager, Path
         assert b"zorblax" not in fts and b"plumbergrey" not in fts
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert _leaks(path) == []
+    assert _vector_leaks(path, vectors) == 0
+    assert rep.residue["judge_views"] == 0
 
 
 def test_hard_delete_removes_the_text_but_keeps_the_events(store: tuple[MemoryManager, Path]) -> None:
@@ -101,6 +123,10 @@ def test_hard_delete_removes_the_text_but_keeps_the_events(store: tuple[MemoryMa
     keep = mm.remember("Prefers bar charts for the weekly revenue report", "user_profile/u2", now=NOW)
     rec = mm.remember("Zorblax prefers quokkamarmalade dashboards every Tuesday", "user_profile/u7", now=NOW)
     mm.update(rec.id, "Zorblax prefers quokkamarmalade dashboards on Vintrexia days", now=NOW)
+    other = mm.remember("Prefers line charts for the monthly cost report", "user_profile/u7", now=NOW)
+    vectors = _view_vectors(mm, [rec.record.content], [keep.record.content, other.record.content])
+    assert len(vectors) >= 4 and _vector_leaks(path, vectors) == len(vectors)
+    kept = _view_vectors(mm, [other.record.content], [rec.record.content, keep.record.content])
     assert mm.delete(rec.id, hard=True, now=NOW) == 1
     actions = [e.action for e in mm.audit.history(rec.id)]
     assert actions == ["add", "update", "delete"]
@@ -109,6 +135,8 @@ def test_hard_delete_removes_the_text_but_keeps_the_events(store: tuple[MemoryMa
     assert mm.service.get(keep.id).content.startswith("Prefers bar charts")
     mm.close()
     assert _leaks(path) == []
+    assert _vector_leaks(path, vectors) == 0  # the deleted text's views went with it
+    assert _vector_leaks(path, kept) == len(kept)  # a live memory's views in the namespace stay
 
 
 def test_forget_user_matches_the_label_at_its_position_only(store: tuple[MemoryManager, Path]) -> None:

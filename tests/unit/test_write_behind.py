@@ -57,3 +57,43 @@ def test_errors_stay_with_the_write_until_collected(wb: WriteBehind) -> None:
         done[0].future.result()
     assert done[0].info == {"origin": "post:x"}
     assert done[1].future.result() == "ok"  # a failed write does not stop the ones behind it
+
+
+def test_a_waiting_barrier_runs_its_writes_before_unrelated_queued_ones(wb: WriteBehind) -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+    wb.submit(("text2sql_memories", "u1"), gate.wait)  # running: the worker is busy
+    wb.submit(("text2sql_memories", "u1"), lambda: (time.sleep(0.6), seen.append("sql")))  # queued, slow
+    wb.submit(("shared_context", "u1"), lambda: seen.append("finding 1"))
+    wb.submit(("shared_context", "u1"), lambda: seen.append("finding 2"))
+    threading.Timer(0.1, gate.set).start()
+    t0 = time.perf_counter()
+    done = wb.barrier([("shared_context", "u1")])
+    # It waited for the running write, not for the slow one queued ahead of the findings.
+    assert time.perf_counter() - t0 < 0.5
+    assert [p.namespace for p in done][:2] == [("shared_context", "u1")] * 2
+    assert seen == ["finding 1", "finding 2"]  # one namespace keeps its order
+    wb.drain()
+    assert seen == ["finding 1", "finding 2", "sql"]
+
+
+def test_urgent_writes_run_first_and_are_reported_in_submission_order(wb: WriteBehind) -> None:
+    gate = threading.Event()
+    seen: list[str] = []
+    wb.submit(("x", "u1"), gate.wait)
+    wb.submit(("text2sql_memories", "u1"), lambda: seen.append("sql"))
+    wb.submit(("shared_context", "u1"), lambda: seen.append("finding"), urgent=True)
+    gate.set()
+    done = wb.drain()
+    assert seen == ["finding", "sql"]
+    assert [p.namespace[0] for p in done] == ["x", "text2sql_memories", "shared_context"]
+
+
+def test_a_batch_starts_with_its_urgent_writes(wb: WriteBehind) -> None:
+    seen: list[str] = []
+    with wb.batch():  # the worker is idle: without the batch it would start the first write at once
+        wb.submit(("text2sql_memories", "u1"), lambda: seen.append("sql"))
+        time.sleep(0.05)
+        wb.submit(("shared_context", "u1"), lambda: seen.append("finding"), urgent=True)
+    wb.drain()
+    assert seen == ["finding", "sql"]

@@ -1,0 +1,161 @@
+"""The judge's view vectors stored beside the memories (memory.policy.view_cache).
+
+Real SQLite file, the packaged encoder and paraphrase model. A second manager on the same file
+stands for a fresh process: it has judged none of the stored memories.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory import MemorySettings
+from memory.policy import view_cache
+from memory.policy.judge import PairJudge
+from memory.policy.manager import MemoryManager
+
+NOW = datetime(2025, 6, 1, tzinfo=UTC)
+NS = "user_profile/u1"
+STORED = ["The user prefers CSV exports for the weekly sales report",
+          "Dashboards should show amounts in ten thousand yuan",
+          "用户希望周报里的图表使用柱状图"]
+INCOMING = "Exports should be CSV files for the weekly sales report, the user says"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Iterator[Path]:
+    for k in [k for k in os.environ if k.startswith("MEMORY_")]:
+        os.environ.pop(k)
+    p = tmp_path / "m.sqlite"
+    mm = MemoryManager.from_settings(MemorySettings(path=str(p)))
+    for t in STORED:
+        assert mm.remember(t, NS, now=NOW).status == "added"
+    mm.close()
+    yield p
+
+
+def _fresh(path: Path) -> tuple[MemoryManager, list[str], list[str]]:
+    """A manager that has seen nothing, recording what its encoder and paraphrase model embed."""
+    mm = MemoryManager.from_settings(MemorySettings(path=str(path)))
+    judge, para = mm.pair_judge, mm.pair_judge.paraphrase
+    para._cache.clear()  # the scorer is process-wide: forget what the writer's manager computed
+    encoded: list[str] = []
+    paraphrased: list[str] = []
+    inner_embed, inner_para = judge._embed_fn, para._embed_locked
+
+    def embed(texts: list[str]) -> np.ndarray:
+        encoded.extend(texts)
+        return inner_embed(texts)
+
+    def para_embed(text: str) -> np.ndarray:
+        if text not in para._cache:
+            paraphrased.append(text)
+        return inner_para(text)
+
+    judge._embed_fn = embed
+    para._embed_locked = para_embed
+    return mm, encoded, paraphrased
+
+
+def _reference(existing: str, incoming: str) -> tuple[float, dict[str, float]]:
+    """What a judge computing every view itself says of the pair."""
+    from memory.policy.paraphrase import get_paraphrase_scorer
+
+    j = PairJudge(paraphrase=get_paraphrase_scorer("all-MiniLM-L6-v2"))
+    v = j(existing, incoming)
+    return v.p_same, j.features(existing, incoming)
+
+
+def _check_same_verdicts(mm: MemoryManager) -> None:
+    for t in STORED:
+        p_ref, f_ref = _reference(t, INCOMING)
+        assert mm.pair_judge(t, INCOMING).p_same == pytest.approx(p_ref, abs=1e-6)
+        feats = mm.pair_judge.features(t, INCOMING)
+        assert feats.keys() == f_ref.keys()
+        for k in feats:
+            assert feats[k] == pytest.approx(f_ref[k], abs=1e-6), k
+
+
+def test_a_fresh_process_reads_its_neighbours_views_instead_of_embedding_them(path: Path) -> None:
+    mm, encoded, paraphrased = _fresh(path)
+    try:
+        res = mm.remember(INCOMING, NS, now=NOW)
+        assert res.status in ("merged", "updated")
+        own = set(mm.pair_judge.view_texts(INCOMING))
+        assert encoded and set(encoded) <= own, set(encoded) - own  # no view of a stored memory
+        assert paraphrased == [INCOMING]
+        _check_same_verdicts(mm)
+    finally:
+        mm.close()
+
+
+@pytest.mark.parametrize("damage", ["checksum", "dimension", "model"])
+def test_damaged_or_foreign_rows_are_recomputed_and_change_no_verdict(path: Path, damage: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    with sqlite3.connect(path) as con:
+        assert con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0] == len(STORED)
+        rows = con.execute("SELECT id, views FROM judge_views").fetchall()
+        for rid, blob in rows:
+            entries = view_cache._unpack(bytes(blob))
+            if damage == "checksum":  # zeroed vectors, digests left as they were
+                new = b"".join(k + d + len(v).to_bytes(4, "little") + bytes(len(v)) for k, (d, v) in entries.items())
+            elif damage == "dimension":  # consistent entries of another size (another encoder's)
+                new = view_cache._pack({k: np.ones(100, dtype=np.float32).tobytes() for k in entries})
+            else:
+                continue
+            con.execute("UPDATE judge_views SET views = ? WHERE id = ?", (new, rid))
+    if damage == "model":  # new weights of the same model: another tag, so every key misses
+        monkeypatch.setattr(view_cache, "model_tag", lambda m: f"{m}@another-version")
+    mm, encoded, paraphrased = _fresh(path)
+    try:
+        mm.remember(INCOMING, NS, now=NOW)
+        # The stored memories' views were computed again ...
+        assert set(mm.pair_judge.view_texts(STORED[0])) <= set(encoded)
+        assert STORED[0] in paraphrased
+        # ... and the judge says exactly what it says without any stored view.
+        _check_same_verdicts(mm)
+    finally:
+        mm.close()
+
+
+def test_a_store_without_the_table_fills_it_on_first_judgement(tmp_path: Path) -> None:
+    """Memories written without views (bulk import, older versions) get them when first judged."""
+    p = tmp_path / "m.sqlite"
+    mm = MemoryManager.from_settings(MemorySettings(path=str(p)))
+    mm.service.backend.upsert([mm.service.build_record(_new(STORED[0]), NOW)],
+                              mm.service.embed_records([mm.service.build_record(_new(STORED[0]), NOW)]))
+    assert mm.views.store is not None and mm.views.store.count() == 0
+    mm.remember(INCOMING, NS, now=NOW)
+    stored_owner = view_cache.owner_key(STORED[0])
+    with sqlite3.connect(p) as con:
+        owners = {bytes(o) for (o,) in con.execute("SELECT owner FROM judge_views")}
+    assert stored_owner in owners
+    mm.close()
+
+
+def _new(text: str):  # noqa: ANN202 - a NewMemory
+    from memory.service import NewMemory
+
+    return NewMemory(text, ("user_profile", "u1"), None, created_at=NOW)
+
+
+def test_forget_user_also_drops_rows_of_namespaces_nothing_else_remembers(path: Path) -> None:
+    """A write that failed after its views were stored leaves rows in a namespace the store and the
+    audit log never saw: forget_user finds them by the user's label."""
+    mm = MemoryManager.from_settings(MemorySettings(path=str(path)))
+    try:
+        assert mm.views.store is not None
+        v = np.ones(512, dtype=np.float32) / np.sqrt(512)
+        mm.views.store.put(("scratch", "u1", "drafts"), [(b"k" * 16, view_cache.owner_key("draft"), v)])
+        mm.views.store.put(("scratch", "u2"), [(b"k" * 16, view_cache.owner_key("other"), v)])
+        rep = mm.forget_user("u1", now=NOW)
+        assert rep.clean and rep.residue["judge_views"] == 0
+        assert mm.views.store.namespaces() == ["scratch/u2"]
+    finally:
+        mm.close()
