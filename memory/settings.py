@@ -157,6 +157,12 @@ class PolicySettings(BaseModel):
         description="memory for callers without a user id: per conversation thread (never shared "
         "between callers) or off",
     )
+    judge_view_cache: bool = Field(
+        True,
+        description="store the write judge's view vectors of each memory in the store file (25-60 KB a "
+        "memory), so a later write reads its neighbours' views instead of embedding them again in every "
+        "process; false = views are embedded per process (smaller file, slower writes on large stores)",
+    )
     write_behind: bool = Field(
         True,
         description="post-handoff writes run on a background thread; searches wait only for pending "

@@ -82,7 +82,8 @@ class MemoryManager(MergeOps):
                                     embed=service.embedder.embed_documents if same else None)
         # The judge's view vectors persist beside the store: a neighbour is embedded once, at its
         # own write, not again in every process that meets it (memory.policy.view_cache).
-        self.views = JudgeViews(self.pair_judge, ViewStore.for_path(self.settings.path))
+        self.views = JudgeViews(self.pair_judge, ViewStore.for_path(self.settings.path),
+                                persist=self.policy.judge_view_cache)
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
         # Who may read/write which namespace (settings.acl); checked before every read and write.
         self.access = AccessControl.from_settings(self.settings.acl, audit)

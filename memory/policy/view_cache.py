@@ -332,9 +332,13 @@ class JudgeViews:
     encoder has no stable name) it is exactly ``judge.prime``.
     """
 
-    def __init__(self, judge: PairJudge, store: ViewStore | None, *, remember_size: int = 65536):
+    def __init__(self, judge: PairJudge, store: ViewStore | None, *, persist: bool = True,
+                 remember_size: int = 65536):
         self.judge = judge
         self.store = store
+        # persist=False (policy.judge_view_cache off): views are neither read nor stored, but the
+        # store is still purged on forget / hard delete — rows written while it was on must go too.
+        self.persist = persist
         # (namespace key, owner, view key) this process read from or wrote to the store: not asked again.
         self._known: OrderedDict[tuple[str, bytes, bytes], None] = OrderedDict()
         self._known_size = remember_size
@@ -367,7 +371,7 @@ class JudgeViews:
     def prime(self, namespace: Namespace, texts: Sequence[str]) -> None:
         texts = list(dict.fromkeys(texts))
         enc, para = self._tags()
-        if self.store is None or (enc is None and para is None):
+        if self.store is None or not self.persist or (enc is None and para is None):
             self.judge.prime(texts)
             return
         nsk = ns_key(namespace)

@@ -159,3 +159,21 @@ def test_forget_user_also_drops_rows_of_namespaces_nothing_else_remembers(path: 
         assert mm.views.store.namespaces() == ["scratch/u2"]
     finally:
         mm.close()
+
+
+def test_switched_off_no_view_is_stored_but_earlier_rows_are_still_forgotten(path: Path) -> None:
+    """policy.judge_view_cache = false: writes neither read nor store views (the file stays small),
+    and forget_user still removes the rows written while it was on."""
+    with sqlite3.connect(path) as con:
+        before = con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0]
+    assert before > 0  # the fixture wrote with the cache on
+    mm = MemoryManager.from_settings(MemorySettings(path=str(path), policy={"judge_view_cache": False}))
+    try:
+        mm.remember("The user wants the quarterly review as a PDF with page numbers", NS, now=NOW)
+        with sqlite3.connect(path) as con:
+            assert con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0] == before
+        assert mm.forget_user("u1", now=NOW).clean
+        with sqlite3.connect(path) as con:
+            assert con.execute("SELECT COUNT(*) FROM judge_views").fetchone()[0] == 0
+    finally:
+        mm.close()
