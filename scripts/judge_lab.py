@@ -190,6 +190,13 @@ def main(argv: list[str]) -> None:
                 dd = with_extra(dd, extra_names)
             elif part == "wl":
                 dd = with_extra(dd, extra_wordllama)
+            elif part == "wlparts":
+                dd = with_extra(dd, extra_wl_parts)
+            elif part == "nonm":  # drop the encoder's name-masked cosine
+                k = list(FEATURES).index("cos_nmask")
+                dd = {**dd, "x": np.delete(dd["x"], k, axis=1), "xu": np.delete(dd["xu"], k, axis=1)}
+            elif part == "wlnm":
+                dd = with_extra(dd, extra_wl_nmask)
             elif part == "vnames":
                 dd = vec_names(dd)
             elif part.startswith("C="):
@@ -203,8 +210,43 @@ def main(argv: list[str]) -> None:
                 lab = wt == 1  # labelled pairs (unrelated ones keep their own weight)
                 wt[lab & (yt == 0)] *= (yt[lab] == 1).sum() / max(1, (yt[lab] == 0).sum())
                 return tj.fit_both(xt, v, yt, wt, depth, iters)
+        if "mono" in parts:
+            def fitter(xt: np.ndarray, v: np.ndarray, yt: np.ndarray, wt: np.ndarray, depth: int, iters: int) -> Any:
+                from sklearn.ensemble import HistGradientBoostingClassifier
+
+                up = {"cos", "cos_para", "cos_masked", "cos_nmask", "cos_wl", "cos_wl_masked", "al_f"}
+                cst = [1 if f in up else 0 for f in FEATURES] + [0] * (xt.shape[1] - len(FEATURES))
+                clf = HistGradientBoostingClassifier(max_depth=depth, learning_rate=0.05, max_iter=iters,
+                                                     l2_regularization=1.0, random_state=0,
+                                                     monotonic_cst=cst).fit(xt, yt, sample_weight=wt)
+                return tj.Fitted(clf, tj.fit_linear(xt, v, yt, wt))
         report(what, evaluate(dd, loko="loko" in argv, fitter=fitter))
     print("secs", round(time.time() - t0))
+
+
+
+def extra_wl_parts(ps: list[dict[str, Any]]) -> tuple[np.ndarray, list[str]]:
+    """WordLlama cosines of the subjects and of the value parts (text after the predicate)."""
+    from memory.policy.reading import read
+    from memory.policy.static_view import StaticView
+
+    sv = StaticView()
+    rows = []
+    for p in ps:
+        ra, rb = read(p["existing"]), read(p["incoming"])
+        sa, sb, qa, qb = sv.vectors([ra.subject or ra.text, rb.subject or rb.text, ra.rest or ra.text,
+                                     rb.rest or rb.text])
+        rows.append([float(sa @ sb), float(qa @ qb)])
+    return np.array(rows), ["cos_wl_subject", "cos_wl_rest"]
+
+
+def extra_wl_nmask(ps: list[dict[str, Any]]) -> tuple[np.ndarray, list[str]]:
+    """WordLlama cosine of the name-masked texts."""
+    from memory.policy.names import mask_names
+    from memory.policy.static_view import StaticView
+
+    sv = StaticView()
+    return np.array([[sv.cosine(mask_names(p["existing"]), mask_names(p["incoming"]))] for p in ps]), ["cos_wl_nmask"]
 
 
 if __name__ == "__main__":

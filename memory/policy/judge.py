@@ -20,9 +20,9 @@ never saw) plus a linear part, over features that describe a pair without depend
   alignment rules' verdict as one signal among the rest;
 * names as values (:mod:`memory.policy.names`: people, vendors, places found by capitalisation and
   jieba's name tags) — unmatched before the predicate (another entity) or after it on both sides
-  (a new owner / vendor / city of the same slot), and the cosine of the texts with names masked;
+  (a new owner / vendor / city of the same slot);
 * a second, static view of meaning (WordLlama, :mod:`memory.policy.static_view`): cosines of the
-  texts and of their value-masked forms.
+  texts, of their value-masked forms and of those with names masked too (the slot without its value).
 
 Beside the trees sits a logistic regression (:class:`LinearPart`) over the encoder's own view of
 the pair — ``|a-b|`` and ``a*b`` of the two texts' vectors and of their value-masked forms — plus
@@ -57,9 +57,9 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.policy import dedupe
 from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
-from memory.policy.names import NAME_FEATURES, mask_names, name_features
+from memory.policy.names import NAME_FEATURES, name_features
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
-from memory.policy.static_view import StaticView, static_view
+from memory.policy.static_view import STATIC_FEATURES, StaticView, static_features, static_view
 from memory.text import tokenize
 
 _log = logging.getLogger(__name__)
@@ -73,10 +73,7 @@ PAIR_FEATURES: tuple[str, ...] = (
     "rule_duplicate", "rule_conflict", "length_ratio", "para_gap", "mask_gap", "changed_x_masked",
     "cross_x_cos", "cue_x_masked", "value_only_change",
 )
-# Views beside the encoder's: the text with names masked too (cos_nmask) and the static WordLlama
-# model's cosines of the texts and of their value-masked forms (memory.policy.static_view).
-VIEW_FEATURES: tuple[str, ...] = ("cos_nmask", "cos_wl", "cos_wl_masked")
-FEATURES: tuple[str, ...] = PAIR_FEATURES + ALIGN_FEATURES + NAME_FEATURES + VIEW_FEATURES
+FEATURES: tuple[str, ...] = PAIR_FEATURES + ALIGN_FEATURES + NAME_FEATURES + STATIC_FEATURES
 
 
 def _cap(x: float, hi: float = 3.0) -> float:
@@ -384,7 +381,7 @@ class PairJudge:
     @staticmethod
     def _views(text: str) -> list[str]:
         r = read(text)
-        return [text, r.masked, r.subject or text, mask_names(text)] + [unit_text(u) for u in units(text)]
+        return [text, r.masked, r.subject or text] + [unit_text(u) for u in units(text)]
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed everything the features of these texts need: the encoder's views in one batch per
@@ -450,16 +447,9 @@ class PairJudge:
         feats = pair_features(existing, incoming, cos=float(va @ vb), cos_masked=float(ma @ mb),
                               cos_subject=float(sa @ sb), cos_para=para)
         feats.update(align_features(existing, incoming, self._embed))
-        feats.update(self._name_view(existing, incoming, ra, rb))
+        feats.update(name_features(existing, incoming))
+        feats.update(static_features(self.static, existing, incoming))
         return feats, pair_vector(va, vb, ma, mb)
-
-    def _name_view(self, existing: str, incoming: str, ra: Reading, rb: Reading) -> dict[str, float]:
-        """Names compared (:mod:`memory.policy.names`), the name-masked texts' cosine, and the
-        static model's cosines (its own per-text cache; ~0.1 ms a new text)."""
-        na, nb = self._embed([mask_names(existing), mask_names(incoming)])
-        wa, wb, wma, wmb = self.static.vectors([existing, incoming, ra.masked, rb.masked])
-        return {**name_features(existing, incoming), "cos_nmask": float(na @ nb),
-                "cos_wl": float(wa @ wb), "cos_wl_masked": float(wma @ wmb)}
 
     def __call__(self, existing: str, incoming: str) -> Verdict:
         key = (existing, incoming)

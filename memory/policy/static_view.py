@@ -5,7 +5,8 @@ USE-m3 (the judge's encoder) and MiniLM (English paraphrases) are contextual mod
 token-average model weighs words differently — a changed name or number moves it more, shared
 content words hold it up across paraphrases — and out of fold over the fit + choose kinds (5-fold
 by kind) its cosines of the texts and of their value-masked forms raised duplicates merged and
-conflicts resolved at the same false-merge rate (see ``memctl.tune_judge``).
+conflicts resolved at the same false-merge rate (see ``memctl.tune_judge``); masking names as well
+as values (:mod:`memory.policy.names`) gives the slot without its value when the value is a name.
 
 Vectors are cached per text (LRU, thread-safe), so a stored memory met by many writes is embedded
 once. The model loads on first use (~0.15 s); nothing is downloaded.
@@ -77,6 +78,22 @@ class StaticView:
     def cosine(self, a: str, b: str) -> float:
         va, vb = self.vectors([a, b])
         return float(va @ vb)
+
+
+# The static model's cosines of the texts, of their value-masked forms, and of those with names masked
+# too (the slot without its value). The encoder's cosine of the name-masked forms did as well out of
+# fold but cost one more encoder string per write.
+STATIC_FEATURES: tuple[str, ...] = ("cos_wl", "cos_wl_masked", "cos_wl_nmask")
+
+
+def static_features(view: StaticView, existing: str, incoming: str) -> dict[str, float]:
+    """The static view's features of one pair (each text's vectors cached by ``view``)."""
+    from memory.policy.names import mask_names
+    from memory.policy.reading import read
+
+    wa, wb, wma, wmb, wna, wnb = view.vectors([existing, incoming, read(existing).masked, read(incoming).masked,
+                                              mask_names(existing), mask_names(incoming)])
+    return {"cos_wl": float(wa @ wb), "cos_wl_masked": float(wma @ wmb), "cos_wl_nmask": float(wna @ wnb)}
 
 
 _SHARED: StaticView | None = None

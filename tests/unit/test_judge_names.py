@@ -64,6 +64,6 @@ def test_static_view_caches_per_text():
 def test_the_judge_reads_names_and_the_static_view():
     j = PairJudge()
     f = j.features("Tableau admin: Kevin (BI team)", "Tableau admin: Sunita (BI team)")
-    assert {"nm_un_rest_both", "cos_nmask", "cos_wl", "cos_wl_masked"} <= set(FEATURES)
-    assert f["nm_un_rest_both"] == 1 and f["cos_nmask"] > 0.99  # names masked, the two texts are one slot
-    assert f["cos_nmask"] > f["cos"] and 0 < f["cos_wl"] < 1 and np.isfinite(f["cos_wl_masked"])
+    assert {"nm_un_rest_both", "cos_wl", "cos_wl_masked", "cos_wl_nmask"} <= set(FEATURES)
+    assert f["nm_un_rest_both"] == 1 and f["cos_wl_nmask"] > 0.999  # names masked, the two texts are one slot
+    assert f["cos_wl_nmask"] > f["cos_wl"] and 0 < f["cos_wl"] < 1 and np.isfinite(f["cos_wl_masked"])
