@@ -332,11 +332,12 @@ class PairJudge:
         'distinct'
     """
 
+    # The static view (memory.policy.static_view) whose cosines are features; None: the process-wide one.
+    static: StaticView | None = None
+
     def __init__(self, model: TreeModel | None = None, *, embed: Callable[[list[str]], np.ndarray] | None = None,
-                 paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384,
-                 static: StaticView | None = None):
+                 paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384):
         self.model = model or default_model()
-        self.static = static or static_view()
         self._embed_fn = embed
         self.paraphrase = paraphrase
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -448,7 +449,7 @@ class PairJudge:
                               cos_subject=float(sa @ sb), cos_para=para)
         feats.update(align_features(existing, incoming, self._embed))
         feats.update(name_features(existing, incoming))
-        feats.update(static_features(self.static, existing, incoming))
+        feats.update(static_features(self.static or static_view(), existing, incoming))
         return feats, pair_vector(va, vb, ma, mb)
 
     def __call__(self, existing: str, incoming: str) -> Verdict:
