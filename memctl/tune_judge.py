@@ -5,7 +5,8 @@
     python -m memctl.tune_judge --dev      # fit + choose kinds only; test kinds and blind set unread
     python -m memctl.tune_judge --json     # the whole report as JSON
 
-Data: ``tests/data/dedupe_corpus/author_*.jsonl`` — 1,188 pairs written by nine independent
+Features: :data:`memory.policy.judge.FEATURES` (encoder and paraphrase cosines, the reading's values,
+alignment, names as values, the static WordLlama view). Data: ``tests/data/dedupe_corpus/author_*.jsonl`` — 1,188 pairs written by nine independent
 authors over 30 kinds of memory, en / zh / mixed — and the two older sets
 (``dedupe_pairs.jsonl``, ``dedupe_dev.jsonl``). ``tests/data/dedupe_corpus/split.json``, drawn at
 random before the pairs were read, assigns each kind to
@@ -61,6 +62,16 @@ UNSURE_BAND = 1.0  # log-odds either side of the threshold: the pairs an LLM is 
 # choose kinds (folds by kind; test kinds not loaded), comparing duplicate / conflict recall at 4% false
 # merges: trees alone .613 / .484, trees + this part .688 / .565 (C 3 or feature weight 1: within .03).
 LINEAR_C, LINEAR_FEAT_SCALE, LINEAR_BLEND = 1.0, 0.3, 1.0
+# Levers tried on 2026-11-26 (scripts/judge_lab.py; 5-fold by kind over the fit + choose kinds, threshold
+# by the rule above; test kinds and blind set unread). Duplicates / conflicts merged at 4% false merges:
+# base features .638 / .526; + names (memory.policy.names) .655 / .571; + names + WordLlama cosines
+# .674 / .571 (leave-one-kind-out over fit + choose: .649 / .529 -> .674 / .565); + the zh verb split
+# .682 / .584 (LOKO .680 / .588, false merges .043 -> .049). Kept. Not kept (no better out of fold):
+# name-masked vectors in the linear part .646 / .558, C 0.3 .677 / .565, class-balanced weights
+# .660 / .568, WordLlama subject / value-part cosines .646 vs .663, monotonic cosines .666 / .562
+# vs .663 / .581. The encoder's name-masked cosine was replaced by WordLlama's (.669 / .581 without
+# it, .680 / .601 with WordLlama's; one encoder string less per write). The unrelated-pair sample
+# alone moves these figures by ~.02: differences below that are noise.
 
 
 def _read(path: Path) -> list[dict[str, Any]]:

@@ -17,7 +17,12 @@ never saw) plus a linear part, over features that describe a pair without depend
 * where they differ — units aligned across the two texts (:mod:`memory.policy.align`): what is
   left unmatched on each side, before or after the predicate, values or words;
 * change cues, corrections, one-sided negation, names (acronyms) that differ, and the old
-  alignment rules' verdict as one signal among the rest.
+  alignment rules' verdict as one signal among the rest;
+* names as values (:mod:`memory.policy.names`: people, vendors, places found by capitalisation and
+  jieba's name tags) — unmatched before the predicate (another entity) or after it on both sides
+  (a new owner / vendor / city of the same slot);
+* a second, static view of meaning (WordLlama, :mod:`memory.policy.static_view`): cosines of the
+  texts, of their value-masked forms and of those with names masked too (the slot without its value).
 
 Beside the trees sits a logistic regression (:class:`LinearPart`) over the encoder's own view of
 the pair — ``|a-b|`` and ``a*b`` of the two texts' vectors and of their value-masked forms — plus
@@ -52,7 +57,9 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.policy import dedupe
 from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
+from memory.policy.names import NAME_FEATURES, name_features
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
+from memory.policy.static_view import STATIC_FEATURES, StaticView, static_features, static_view
 from memory.text import tokenize
 
 _log = logging.getLogger(__name__)
@@ -66,7 +73,7 @@ PAIR_FEATURES: tuple[str, ...] = (
     "rule_duplicate", "rule_conflict", "length_ratio", "para_gap", "mask_gap", "changed_x_masked",
     "cross_x_cos", "cue_x_masked", "value_only_change",
 )
-FEATURES: tuple[str, ...] = PAIR_FEATURES + ALIGN_FEATURES
+FEATURES: tuple[str, ...] = PAIR_FEATURES + ALIGN_FEATURES + NAME_FEATURES + STATIC_FEATURES
 
 
 def _cap(x: float, hi: float = 3.0) -> float:
@@ -325,6 +332,9 @@ class PairJudge:
         'distinct'
     """
 
+    # The static view (memory.policy.static_view) whose cosines are features; None: the process-wide one.
+    static: StaticView | None = None
+
     def __init__(self, model: TreeModel | None = None, *, embed: Callable[[list[str]], np.ndarray] | None = None,
                  paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384,
                  encoder_id: str | None = None):
@@ -451,6 +461,8 @@ class PairJudge:
         feats = pair_features(existing, incoming, cos=float(va @ vb), cos_masked=float(ma @ mb),
                               cos_subject=float(sa @ sb), cos_para=para)
         feats.update(align_features(existing, incoming, self._embed))
+        feats.update(name_features(existing, incoming))
+        feats.update(static_features(self.static or static_view(), existing, incoming))
         return feats, pair_vector(va, vb, ma, mb)
 
     def __call__(self, existing: str, incoming: str) -> Verdict:

@@ -355,6 +355,21 @@ def _split(t: str, cjk: bool) -> int:
     for m in pat.finditer(t):
         if m.start() >= 2:
             return m.start()
+    if cjk:
+        # No listed predicate ("用户每周三下午去健身房", "报销问题找财务 lily"): the first verb jieba
+        # tags splits subject from value instead; four in ten Chinese memories have none listed.
+        return _first_verb(t)
+    return len(t)
+
+
+def _first_verb(t: str) -> int:
+    from memory.policy.names import _posseg
+
+    off = 0
+    for pair in _posseg().cut(t):  # type: ignore[attr-defined]
+        if pair.flag == "v" and off >= 2:
+            return off
+        off += len(pair.word)
     return len(t)
 
 
