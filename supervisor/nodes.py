@@ -349,6 +349,11 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
     anonymous = manager.settings.policy.anonymous
 
     def memory_pre(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        # Queued writes wait while this node searches (they compete for the same two cores).
+        with write_behind.foreground() if write_behind is not None else nullcontext():
+            return _pre(state, config, runtime)
+
+    def _pre(state: SupervisorState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
         s = _Step("pre", agent, runtime, config, anonymous)
         task = (state.get("active") or {}).get("task") or last_user_message(state)
         if s.user_id is None:

@@ -18,6 +18,11 @@ returns. Consistency is kept where it matters:
   namespace) queued ahead of the finding it needed from ``shared_context``; the post-node now
   submits findings as ``urgent`` (run before the items queued with them; reported, journaled
   and collected in submission order as before).
+* **Foreground first.** While a pre-node searches (:meth:`WriteBehind.foreground`), the worker
+  starts no new write (one already running finishes): on two cores a queued write competing with
+  the search was what made the pre-node's p95 three times its median. The pause never blocks what
+  someone waits for — a barrier's or a drain's writes still run — and lasts at most
+  ``FOREGROUND_MAX_WAIT`` per write, so concurrent graphs cannot starve the worker.
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
@@ -53,6 +58,10 @@ class Pending:
 
 
 class WriteBehind:
+    # How long the worker holds a write back for foreground searches (seconds): a pre-node
+    # takes ~10 ms; with many graphs sharing one worker the writes still move.
+    FOREGROUND_MAX_WAIT = 0.25
+
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-write-behind")
         self._pending: list[Pending] = []
@@ -61,6 +70,22 @@ class WriteBehind:
         self._urgent: set[int] = set()  # queued writes submitted as urgent (by id of their Pending)
         self._gate = threading.Lock()  # held by batch(): the worker picks no write meanwhile
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # foreground ended, or a barrier started
+        self._foreground = 0  # pre-nodes searching now
+        self._draining = 0  # drains waiting now
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """A latency-sensitive read runs: the worker starts no new write meanwhile, unless a
+        barrier or drain waits for one."""
+        with self._lock:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._foreground -= 1
+                self._wake.notify_all()
 
     def submit(self, namespace: Namespace, fn: Callable[[], Any], *, urgent: bool = False, **info: Any) -> Pending:
         """Queue a write. ``urgent`` writes run before the others queued (a namespace must be
@@ -99,6 +124,9 @@ class WriteBehind:
     def _run_next(self) -> None:
         with self._gate:
             pass
+        with self._lock:
+            self._wake.wait_for(lambda: not self._foreground or bool(self._wanted) or self._draining > 0,
+                                timeout=self.FOREGROUND_MAX_WAIT)
         job = self._next()
         if job is None:
             return
@@ -130,6 +158,7 @@ class WriteBehind:
         if hit:
             with self._lock:
                 self._wanted.append(prefixes)
+                self._wake.notify_all()
             try:
                 for p in hit:
                     p.future.exception()  # wait; the caller reads the result or the error
@@ -145,8 +174,15 @@ class WriteBehind:
     def drain(self) -> list[Pending]:
         """Wait for every pending write; return them all, finished."""
         taken = self._take(lambda p: True)
-        for p in taken:
-            p.future.exception()
+        with self._lock:
+            self._draining += 1  # foreground searches do not hold these back (order unchanged)
+            self._wake.notify_all()
+        try:
+            for p in taken:
+                p.future.exception()
+        finally:
+            with self._lock:
+                self._draining -= 1
         return taken
 
     def close(self) -> None:

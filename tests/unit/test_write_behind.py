@@ -97,3 +97,31 @@ def test_a_batch_starts_with_its_urgent_writes(wb: WriteBehind) -> None:
         wb.submit(("shared_context", "u1"), lambda: seen.append("finding"), urgent=True)
     wb.drain()
     assert seen == ["finding", "sql"]
+
+
+def test_no_write_starts_while_a_search_runs_in_the_foreground(wb: WriteBehind) -> None:
+    started = threading.Event()
+    with wb.foreground():
+        wb.submit(("analysis_memories", "u1"), started.set)
+        assert not started.wait(0.1)  # held back while the pre-node searches
+    assert started.wait(2.0)  # runs as soon as the search is over
+    wb.drain()
+
+
+def test_the_foreground_pause_never_blocks_a_barrier_or_a_drain(wb: WriteBehind) -> None:
+    wb.FOREGROUND_MAX_WAIT = 30.0  # a pause that would outlast the test if it held these back
+    with wb.foreground():
+        wb.submit(("shared_context", "u1"), lambda: "finding")
+        t0 = time.perf_counter()
+        assert [p.future.result() for p in wb.barrier([("shared_context", "u1")])] == ["finding"]
+        wb.submit(("analysis_memories", "u1"), lambda: "analysis")
+        assert [p.future.result() for p in wb.drain()] == ["analysis"]
+        assert time.perf_counter() - t0 < 5.0
+
+
+def test_a_foreground_that_never_ends_only_delays_writes(wb: WriteBehind) -> None:
+    wb.FOREGROUND_MAX_WAIT = 0.05  # many graphs' searches back to back must not starve the worker
+    done = threading.Event()
+    with wb.foreground():
+        wb.submit(("analysis_memories", "u1"), done.set)
+        assert done.wait(2.0)
