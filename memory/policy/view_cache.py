@@ -38,7 +38,8 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -216,8 +217,7 @@ class ViewStore:
             if db is None:
                 return 0
             try:
-                db.execute("BEGIN IMMEDIATE")  # read-modify-write: another process may add to a row
-                try:
+                with _immediate(db):  # read-modify-write: another process may add to a row
                     old = self._rows(db, nsk, list(by_owner))
                     for owner, new in by_owner.items():
                         # A damaged entry is dropped (re-packing would give it a valid digest).
@@ -231,11 +231,6 @@ class ViewStore:
                                    "(ns, owner) DO UPDATE SET views = excluded.views",
                                    (nsk, owner, _pack({**have, **add})))
                         n += len(add)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
             except sqlite3.Error as exc:
                 _log.warning("judge view cache write failed (%s); the views will be computed again", exc)
                 return 0
@@ -284,19 +279,13 @@ class ViewStore:
                 return 0
             n = 0
             try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with _immediate(db):
                     for nsk, owner in targets:
                         if owner is None:
                             n += db.execute("DELETE FROM judge_views WHERE ns = ?", (nsk,)).rowcount
                         else:
                             n += db.execute("DELETE FROM judge_views WHERE ns = ? AND owner = ?",
                                             (nsk, owner)).rowcount
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
             # A delete that failed must be seen (a privacy guarantee, not a cache miss): raised
             # from the documented tree, like the audit log's errors.
             except sqlite3.OperationalError as exc:
@@ -320,6 +309,19 @@ class _View:
     text: str
     key: bytes
     dim: int
+
+
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One IMMEDIATE transaction on an autocommit connection; rolled back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 class JudgeViews:
