@@ -57,6 +57,7 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.policy import dedupe
 from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
+from memory.policy.judge_linear import LinearPart, pair_vector
 from memory.policy.names import NAME_FEATURES, name_features
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
 from memory.policy.static_view import STATIC_FEATURES, StaticView, static_features, static_view
@@ -148,44 +149,6 @@ class Verdict:
     unsure: bool
     reason: str
     merged: str | None = None  # an LLM's merged statement for an update, when one was asked
-
-
-def pair_vector(va: np.ndarray, vb: np.ndarray, ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
-    """The encoder's view of a pair for :class:`LinearPart`: where the two texts' vectors differ
-    and where they agree, for the texts and for their value-masked forms (symmetric in a, b)."""
-    va, vb, ma, mb = (np.asarray(v, dtype=float) for v in (va, vb, ma, mb))
-    return np.concatenate([np.abs(va - vb), va * vb, np.abs(ma - mb), ma * mb])
-
-
-@dataclass(frozen=True)
-class LinearPart:
-    """A logistic regression over ``[pair_vector, feat_scale * standardised features]`` whose
-    log-odds (times ``blend``) are added to the trees'. Exported from scikit-learn's
-    ``LogisticRegression`` by ``memctl.tune_judge``."""
-
-    weights: np.ndarray
-    bias: float
-    mean: np.ndarray  # of the features, over the fitting rows
-    scale: np.ndarray
-    feat_scale: float
-    blend: float
-
-    def log_odds(self, x: np.ndarray, pv: np.ndarray) -> float:
-        z = np.concatenate([pv, self.feat_scale * (x - self.mean) / self.scale])
-        if z.shape != self.weights.shape:
-            raise InvalidConfig(f"the dedupe judge's linear part expects {self.weights.shape[0]} inputs, got "
-                                f"{z.shape[0]} (another encoder?); refit it with python -m memctl.tune_judge")
-        return self.blend * (float(self.weights @ z) + self.bias)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"weights": [round(float(w), 8) for w in self.weights], "bias": round(self.bias, 8),
-                "mean": [round(float(m), 8) for m in self.mean], "scale": [round(float(m), 8) for m in self.scale],
-                "feat_scale": self.feat_scale, "blend": self.blend}
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> LinearPart:
-        return cls(np.asarray(obj["weights"], dtype=float), float(obj["bias"]), np.asarray(obj["mean"], dtype=float),
-                   np.asarray(obj["scale"], dtype=float), float(obj["feat_scale"]), float(obj["blend"]))
 
 
 @dataclass(frozen=True)
