@@ -95,13 +95,14 @@ def _require_store(settings: MemorySettings, *, audit: bool) -> None:
 
 
 @contextmanager
-def _service(*, read: bool = False, **overrides: Any) -> Iterator[MemoryService]:
-    """The service; ``read=True`` for commands that only read (they refuse a missing store)."""
+def _service(*, read: bool = False, audit: bool = False, **overrides: Any) -> Iterator[MemoryService]:
+    """The service; ``read=True`` for commands that only read (they refuse a missing store;
+    ``audit=True`` when the command also reads the audit log, which may be the only file)."""
     from memory.service import MemoryService
 
     settings = _settings(**overrides)
     if read:
-        _require_store(settings, audit=False)
+        _require_store(settings, audit=audit)
     svc = MemoryService.from_settings(settings)
     try:
         yield svc
@@ -114,22 +115,13 @@ def _audited_service(*, read: bool = False) -> Iterator[tuple[MemoryService, Aud
     """The service and the audit log, without the policy manager: a search needs only these, and
     the manager's imports (judge, reading rules, alignment) were ~40% of a fresh ``memctl search``."""
     from memory.policy.audit import AuditLog
-    from memory.service import MemoryService
 
-    settings = _settings()
-    if read:
-        _require_store(settings, audit=True)
-    svc = MemoryService.from_settings(settings)
-    try:
-        audit = AuditLog(settings.path)
-    except BaseException:
-        svc.close()
-        raise
-    try:
-        yield svc, audit
-    finally:
-        svc.close()
-        audit.close()
+    with _service(read=read, audit=True) as svc:
+        audit = AuditLog(svc.settings.path)
+        try:
+            yield svc, audit
+        finally:
+            audit.close()
 
 
 @contextmanager

@@ -26,3 +26,14 @@ def service(tmp_path, embedder):
     svc = MemoryService.from_settings(MemorySettings(path=str(tmp_path / "memory.sqlite")), embedder=embedder)
     yield svc
     svc.close()
+
+
+@pytest.fixture
+def manager(tmp_path, embedder):
+    """A policy manager over a fresh store file (test modules with other needs define their own)."""
+    from memory import MemorySettings
+    from memory.policy.manager import MemoryManager
+
+    mm = MemoryManager.from_settings(MemorySettings(path=str(tmp_path / "memory.sqlite")), embedder=embedder)
+    yield mm
+    mm.close()

@@ -4,14 +4,11 @@ same run, and in a later session. Scripted models, real store file, real embedde
 
 from __future__ import annotations
 
-import pytest
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents import default_agents
-from memory import MemorySettings
 from memory.policy.findings import findings, query_choice
-from memory.policy.manager import MemoryManager
 from supervisor import ScriptedChatModel, SupervisorContext, build_supervisor_graph
 
 SQL_ACTIVE = ("SELECT g.name_zh AS region, COUNT(DISTINCT o.customer_id) AS active_customers FROM orders o "
@@ -36,13 +33,6 @@ def test_findings_are_drawn_from_answers():
     assert [f.kind for f in stats] == ["figures"] and "count=12" in stats[0].text
     assert query_choice("SELECT 1") is None
     assert findings("analysis", "t", "No definitions here, just numbers: 12 | 13") == []
-
-
-@pytest.fixture
-def manager(tmp_path, embedder):
-    mm = MemoryManager.from_settings(MemorySettings(path=str(tmp_path / "memory.sqlite")), embedder=embedder)
-    yield mm
-    mm.close()
 
 
 def test_analysis_uses_a_definition_text2sql_found_in_an_earlier_session(manager, tmp_path):

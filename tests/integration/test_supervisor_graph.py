@@ -11,8 +11,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents import default_agents
-from memory import MemorySettings
-from memory.policy.manager import MemoryManager
 from memory.service import MemoryService
 from memory.text import count_tokens
 from supervisor import ScriptedChatModel, SupervisorContext, build_supervisor_graph
@@ -56,13 +54,6 @@ class Team:
 
 def injected(msgs) -> str:
     return "\n".join(m.content for m in msgs if isinstance(m, SystemMessage) and m.name == "memory")
-
-
-@pytest.fixture
-def manager(tmp_path, embedder):
-    mm = MemoryManager.from_settings(MemorySettings(path=str(tmp_path / "memory.sqlite")), embedder=embedder)
-    yield mm
-    mm.close()
 
 
 def test_preference_is_recalled_in_a_new_thread(manager, tmp_path):
