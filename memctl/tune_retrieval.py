@@ -8,7 +8,8 @@
 tuning sets and prints every point: the LoCoMo tuning half (R@10 + MRR), the zh/en set's tuning
 conversations (ZH_EN_TUNE: R@5 + MRR) and the Markdown notes (tests/data/markdown_notes, R@5 +
 MRR; looked at before, so never reported as held out). The sum of the six picks the point. The
-other zh/en conversations, tests/data/zh_en_2 and the LoCoMo held-out half are not loaded.
+other zh/en conversations, tests/data/zh_en_2, tests/data/zh_en_3 and the LoCoMo held-out half are not
+loaded.
 ``--stage slot`` grids ``slot_bonus`` (the cap of the current-value lift, memory.query) on the
 same three sets with the same sum; the smallest cap reaching the best sum wins.
 
