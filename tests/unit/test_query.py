@@ -267,7 +267,8 @@ def test_same_slot_needs_the_same_attribute_not_just_values_of_one_class():
              hit("gmv", "Fang: 另外我们这边 GMV 的口径是已支付订单的金额，不含退款。", sim=0.45, created=d(2023, 3, 1)),
              hit("new", "Fang: 财务要求统一口径，以后报表金额改成人民币百万元，保留一位小数。", sim=0.32,
                  created=d(2023, 5, 20))]
-    assert ids(rerank(units, plan_query("现在报表里的金额该用什么单位展示？", NOW), RerankWeights(current=0.0)))[0] == "new"
+    now_q = plan_query("现在报表里的金额该用什么单位展示？", NOW)
+    assert ids(rerank(units, now_q, RerankWeights(current=0.0)))[0] == "new"
 
 
 def test_planning_is_cheap():
