@@ -2,12 +2,16 @@
 
     python -m memctl.tune_retrieval --locomo ../shared/data/locomo [--cache /tmp/emb.pkl]
     python -m memctl.tune_retrieval --stage fusion [--cache /tmp/emb.pkl]
+    python -m memctl.tune_retrieval --stage slot [--cache /tmp/emb.pkl]
 
 ``--stage fusion`` fits the fusion (language_fusion on/off, vector_weight, bm25_k) on three
 tuning sets and prints every point: the LoCoMo tuning half (R@10 + MRR), the zh/en set's tuning
 conversations (ZH_EN_TUNE: R@5 + MRR) and the Markdown notes (tests/data/markdown_notes, R@5 +
 MRR; looked at before, so never reported as held out). The sum of the six picks the point. The
-other zh/en conversations, tests/data/zh_en_2 and the LoCoMo held-out half are not loaded.
+other zh/en conversations, tests/data/zh_en_2, tests/data/zh_en_3 and the LoCoMo held-out half are not
+loaded.
+``--stage slot`` grids ``slot_bonus`` (the cap of the current-value lift, memory.query) on the
+same three sets with the same sum; the smallest cap reaching the best sum wins.
 
 Stage 1 grids the context (previous turns attached, context_weight) and the fusion
 (vector_weight, bm25_k) with the default query bonuses; stage 2 grids the bonuses (speaker,
@@ -153,37 +157,61 @@ def evaluate(cands: list[Any], cfg: ScoringSettings) -> dict[str, float]:
             "MRR": sum(1 / r for r in ranks if r) / n}
 
 
-def fit_fusion(locomo: Path, emb: DiskCachedEmbedder) -> dict[str, Any]:
-    """Grid the fusion on the three tuning sets (see the module docstring); returns the best point."""
-    tune = candidates(locomo, TUNE, emb, 2, MemorySettings(path=":memory:").context_weight)
-    zh = [c for c in candidates(ZH_EN, None, emb, 2, MemorySettings(path=":memory:").context_weight)
-          if c[0].conversation_id in ZH_EN_TUNE]
-    notes = note_candidates(emb)
+def _tuning_sets(locomo: Path, emb: DiskCachedEmbedder) -> tuple[list[Any], list[Any], list[Any]]:
+    """Candidates of the three tuning sets: LoCoMo tuning half, zh/en ZH_EN_TUNE, Markdown notes."""
+    cw = MemorySettings(path=":memory:").context_weight
+    tune = candidates(locomo, TUNE, emb, 2, cw)
+    zh = [c for c in candidates(ZH_EN, None, emb, 2, cw) if c[0].conversation_id in ZH_EN_TUNE]
+    return tune, zh, note_candidates(emb)
+
+
+def _grid(sets: tuple[list[Any], list[Any], list[Any]], points: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Print every point on the three tuning sets; the best sum of the six figures wins (first on ties)."""
+    tune, zh, notes = sets
     best: tuple[float, dict[str, Any]] | None = None
-    for lf, vw, k in itertools.product((False, True), (0.4, 0.5, 0.6, 0.7), (1.0, 2.0, 4.0)):
-        upd = {"language_fusion": lf, "vector_weight": vw, "bm25_k": k}
+    for upd in points:
         cfg = ScoringSettings().model_copy(update=upd)
         a, b, c = evaluate(tune, cfg), evaluate(zh, cfg), evaluate(notes, cfg)
         obj = a["R@10"] + a["MRR"] + b["R@5"] + b["MRR"] + c["R@5"] + c["MRR"]
         print(f"{upd}: locomo-tune R@10 {a['R@10']:.3f} MRR {a['MRR']:.3f} | zh/en-tune R@5 {b['R@5']:.3f} "
-              f"MRR {b['MRR']:.3f} | notes R@5 {c['R@5']:.3f} MRR {c['MRR']:.3f} | sum {obj:.3f}", flush=True)
+              f"MRR {b['MRR']:.3f} | notes R@5 {c['R@5']:.3f} MRR {c['MRR']:.3f} | sum {obj:.4f}", flush=True)
         if best is None or obj > best[0] + 1e-9:
             best = (obj, upd)
     assert best is not None
-    print("best fusion:", best[1], f"(sum {best[0]:.3f})")
+    print("best:", best[1], f"(sum {best[0]:.4f})")
     return best[1]
+
+
+def fit_fusion(locomo: Path, emb: DiskCachedEmbedder) -> dict[str, Any]:
+    """Grid the fusion on the three tuning sets (see the module docstring); returns the best point."""
+    return _grid(_tuning_sets(locomo, emb),
+                 [{"language_fusion": lf, "vector_weight": vw, "bm25_k": k}
+                  for lf, vw, k in itertools.product((False, True), (0.4, 0.5, 0.6, 0.7), (1.0, 2.0, 4.0))])
+
+
+# Caps of the current-value lift (slot_bonus), smallest first: on a tie the softest one wins.
+SLOT_CAPS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
+def fit_slot(locomo: Path, emb: DiskCachedEmbedder) -> dict[str, Any]:
+    """Grid ``slot_bonus`` (how far the newer statement of a slot may be lifted) on the tuning sets."""
+    return _grid(_tuning_sets(locomo, emb), [{"slot_bonus": b} for b in SLOT_CAPS])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--locomo", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo")
     ap.add_argument("--cache", type=Path, default=None, help="pickle file for cached embeddings")
-    ap.add_argument("--stage", choices=("all", "fusion"), default="all",
-                    help="fusion: only fit language_fusion / vector_weight / bm25_k (see the docstring)")
+    ap.add_argument("--stage", choices=("all", "fusion", "slot"), default="all",
+                    help="fusion: only fit language_fusion / vector_weight / bm25_k; slot: only slot_bonus "
+                    "(see the docstring)")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.stage == "fusion":
         fit_fusion(args.locomo, emb)
+        return
+    if args.stage == "slot":
+        fit_slot(args.locomo, emb)
         return
     base = ScoringSettings()
     ingests: dict[tuple[int, float], tuple[list[Any], list[Any]]] = {}

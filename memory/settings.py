@@ -68,8 +68,8 @@ class ScoringSettings(BaseModel):
     current_bonus: float = Field(0.05, ge=0, description="'now/现在' questions: newest candidate (scaled by age)")
     speaker_bonus: float = Field(0.2, ge=0, description="memory said by the speaker the question names (extra.speaker)")
     slot_bonus: float = Field(
-        0.1, ge=0, description="'now/目前' questions: the newer of two relevant memories stating the same slot "
-        "with different values (write policy's reading)")
+        0.3, ge=0, description="'now/目前' questions: the newer of two relevant memories stating the same slot "
+        "with different values (write policy's reading) is lifted above the older one by at most this")
     question_penalty: float = Field(
         0.15, ge=0, description="memory that is questions (chat turns that only ask): minus this times their share")
     window_candidates: int = Field(

@@ -27,28 +27,29 @@ def test_zh_en_set_including_cross_language(eval_service):
     assert r["overall"]["n"] == 165
     assert r["config"]["mode"] == "hybrid" and set(r["modes"]) == {"hybrid", "plain", "dense"}
     assert r["modes"]["hybrid"]["overall"] == r["overall"]
-    # Measured .946 / .958 / .825 (memctl eval retrieval --mode all); the floors catch real regressions.
-    assert r["overall"]["R@10"] >= 0.93
-    assert r["overall"]["MRR"] >= 0.78
+    # Measured .946 / .958 / .838 (memctl eval retrieval --mode all); the floors catch real regressions.
+    assert r["overall"]["R@10"] >= 0.94
+    assert r["overall"]["MRR"] >= 0.82
     hyb, plain, dense = (r["modes"][m]["by_category"] for m in ("hybrid", "plain", "dense"))
     for cat in ("zh->en", "en->zh"):
         assert hyb[cat]["R@10"] >= 0.85, (cat, hyb[cat])
         # Language-aware fusion: a weak same-language keyword match no longer buries the
-        # cross-language answer (plain fusion: MRR .59 / .51; dense-only .75 / .73).
-        assert hyb[cat]["MRR"] >= 0.68, (cat, hyb[cat])
-        assert hyb[cat]["MRR"] >= plain[cat]["MRR"] + 0.1, (cat, hyb[cat], plain[cat])
-        assert hyb[cat]["MRR"] >= dense[cat]["MRR"] - 0.05, (cat, hyb[cat], dense[cat])
-    # Keywords still help where they can see: same-language English beats dense-only.
-    assert hyb["en-en"]["MRR"] >= dense["en-en"]["MRR"]
-    # The hybrid does not rank worse than dense-only across languages (within .005 of MRR, a
-    # twentieth of a question here). Measured en->zh .751 vs .752, zh->en .738 vs .701; with the
-    # step-shaped imputation (before memory.scoring.quantile_keyword) en->zh was .740.
-    for cat in ("en->zh", "zh->en", "en-en", "mixed"):
-        assert hyb[cat]["MRR"] >= dense[cat]["MRR"] - 0.005, (cat, hyb[cat], dense[cat])
-    # zh->zh is not there yet: .874 vs dense-only .889 (issue 16's target is not met here). A
-    # "move the newest statement of a slot first" rule closed it on this set but lost the
-    # independent zh_en_2 set's current-value questions (R@5 .552 -> .414), so it was not kept.
-    assert hyb["zh-zh"]["MRR"] >= dense["zh-zh"]["MRR"] - 0.02, (hyb["zh-zh"], dense["zh-zh"])
+        # cross-language answer (plain fusion: MRR .59 / .51; hybrid .75 / .77).
+        assert hyb[cat]["MRR"] >= 0.72, (cat, hyb[cat])
+        assert hyb[cat]["MRR"] >= plain[cat]["MRR"] + 0.15, (cat, hyb[cat], plain[cat])
+    # Hybrid vs dense-only per direction. MRR: measured en->zh .7517 vs .7524 (one exact tie of
+    # scores that decay breaks the other way), zh->en .773 vs .728, zh->zh .899 vs .889 (the
+    # current-value rule, memory.query.same_slot), en->en .864 vs .802, mixed .931 vs .913; the
+    # margin is a twentieth of a question.
+    for cat in ("en->zh", "zh->en", "zh-zh", "en-en", "mixed"):
+        assert hyb[cat]["MRR"] >= dense[cat]["MRR"] - 0.002, (cat, hyb[cat], dense[cat])
+    for cat in ("zh->en", "en-en", "mixed"):
+        assert hyb[cat]["MRR"] >= dense[cat]["MRR"] + 0.01, (cat, hyb[cat], dense[cat])
+    # R@5: equal or better in every direction but zh->en, one question short (.946 vs .973:
+    # a question whose vector scores are all below .1, issue 16's target not met there).
+    for cat in ("en->zh", "zh-zh", "en-en", "mixed"):
+        assert hyb[cat]["R@5"] >= dense[cat]["R@5"], (cat, hyb[cat], dense[cat])
+    assert hyb["zh->en"]["R@5"] >= dense["zh->en"]["R@5"] - 1 / 37 - 0.001  # figures are rounded to 4 places
 
 
 @pytest.mark.skipif(not LOCOMO.is_dir(), reason=f"LoCoMo data not found at {LOCOMO}")

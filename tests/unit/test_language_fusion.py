@@ -46,6 +46,14 @@ def test_memories_the_keywords_cannot_see_are_ranked_with_the_full_vector_differ
     kws = scoring.impute_keywords([0.10, 0.15, 0.27, 0.25], [0.2, 0.6, 0.0, 0.0], vis)
     sims = [scoring.similarity(v, k, 0.6) for v, k in zip([0.10, 0.15, 0.27, 0.25], kws, strict=True)]
     assert sims[2] - sims[3] == pytest.approx(0.02)
+    # Between two sparse visible memories too: a flat stretch of the map (keyword parts .20 and
+    # .25 at vector .1 and .5) no longer shrinks the gap, so decay cannot reorder them.
+    vis = [1.0, 1.0, 0.0, 0.0]
+    vecs = [0.1, 0.5, 0.30, 0.25]
+    kws = scoring.impute_keywords(vecs, [0.20, 0.25, 0.0, 0.0], vis)
+    assert kws[2] - kws[3] == pytest.approx(0.05)  # linear interpolation gave .00625
+    sims = [scoring.similarity(v, k, 0.6) for v, k in zip(vecs, kws, strict=True)]
+    assert sims[2] - sims[3] == pytest.approx(0.05)
     # And the map never reverses the vector order of invisible memories.
     refs = ([0.1, 0.2, 0.21, 0.5], [0.0, 0.1, 0.9, 0.95])
     grid = [i / 100 for i in range(0, 80)]
