@@ -93,6 +93,28 @@ def _mapped(path: Path, code: str, digest: str) -> memoryview:
     return memoryview(mm).cast(code)
 
 
+def _drop_cached_pages(folder: Path) -> None:
+    """Flush the files just written and drop them from the page cache.
+
+    Pages that enter the cache through ``write`` are kept as large folios, and a process that
+    maps the file then gets a whole folio mapped for every row it touches: a fresh ``memctl
+    search`` had 5.2 MB of the embedding table in its RSS instead of 1.3 MB (measured, same rows
+    touched). Read back through page faults, only the pages around what is touched are mapped.
+    """
+    if not hasattr(os, "posix_fadvise"):
+        return  # pragma: no cover - not Linux
+    for f in folder.iterdir():
+        try:
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)  # only clean pages can be dropped
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # an optimisation only
+
+
 def _save(model: Any, target: Path) -> None:
     """Write ``model``'s tokenizer and weights under ``target`` (atomically: tmp dir + rename)."""
     tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -135,6 +157,7 @@ def _save(model: Any, target: Path) -> None:
     with open(tmp / "tokenizer.pkl", "wb") as f:
         pickle.dump(light, f, protocol=pickle.HIGHEST_PROTOCOL)
     (tmp / "manifest.json").write_text(json.dumps({"arrays": arrays, "scalars": scalars, "shared": shared}))
+    _drop_cached_pages(tmp)
     try:
         os.replace(tmp, target)
     except OSError:  # another process wrote it first
