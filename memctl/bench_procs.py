@@ -103,6 +103,24 @@ def procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
     return {"procs": n, "mode": mode, "per_process": mems, "total": tot}
 
 
+def _driver(path: str, n: int, searches: int, mode: str, out: Any) -> None:
+    out.put(procs(path, n, searches, mode))
+
+
+def _fresh_procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
+    """:func:`procs` run from a fresh interpreter. Forked workers share their parent's pages, so
+    a parent that had just run ``open_and_warm`` (every partition loaded, then freed into its
+    heap) made a forked worker's PSS depend on what that heap kept: 455 MB RSS per worker in one
+    run, 663 MB in the next. Each measurement's parent now holds only its preload."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, out))
+    driver.start()
+    res = out.get(timeout=1800)
+    driver.join(60)
+    return res  # type: ignore[no-any-return]
+
+
 def open_and_warm(path: str, queries: int = 100) -> dict[str, Any]:
     from memory.backends.sqlite import SqliteBackend
     from memory.embeddings import get_embedder
@@ -157,8 +175,8 @@ def main() -> None:
     res["open"] = open_and_warm(a.store, a.queries)
     if not a.skip_procs:
         for mode in ("spawn", "fork") + (("floor",) if a.floor else ()):
-            one = procs(a.store, 1, a.searches, mode)
-            many = procs(a.store, a.procs, a.searches, mode)
+            one = _fresh_procs(a.store, 1, a.searches, mode)
+            many = _fresh_procs(a.store, a.procs, a.searches, mode)
             res[f"procs_{mode}"] = {"one": one["total"], "many": many["total"], "n": a.procs,
                                     "pss_ratio": round(many["total"]["pss_mb"] / one["total"]["pss_mb"], 2),
                                     "uss_ratio": round(many["total"]["uss_mb"] / one["total"]["uss_mb"], 2),
