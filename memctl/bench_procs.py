@@ -10,6 +10,12 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50]`` (
   Two start modes: ``spawn`` (independent processes, like separate CLI or MCP clients) and
   ``fork`` (workers forked from a parent that opened the store and loaded the model, like a
   preloading server). One process alone is measured the same way for the ratio.
+* ``floor`` (``--floor``): the same ratio for spawned processes that only import the library
+  (``memory.service``, ``memory.settings``: the interpreter, numpy, pydantic) and wait: no store,
+  no model, no search. A process's private heap counts once per process and shared pages once in
+  all, so a ratio under 2 needs each process's shared pages to outweigh twice its private heap;
+  this shows where the interpreter alone stands (for one process, the shared libraries are
+  partly paid by unrelated processes on the machine too: libpython, libc).
 """
 
 from __future__ import annotations
@@ -61,18 +67,26 @@ def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any
 _PRELOADED: Any = None
 
 
+def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any) -> None:
+    from memory.service import MemoryService  # noqa: F401 - imported to be measured
+    from memory.settings import MemorySettings  # noqa: F401
+
+    ready.set()
+    done.wait(600)
+
+
 def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any) -> None:
     _worker(path, searches, seed, ready, done, _PRELOADED)
 
 
 def procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
     global _PRELOADED
-    ctx = mp.get_context(mode)
+    ctx = mp.get_context("spawn" if mode == "floor" else mode)
     if mode == "fork":
         _PRELOADED = _service(path)
         _PRELOADED.search(QUERIES[0], "user_profile", top_k=1)  # model loaded, catalogue built
         _PRELOADED.backend._reset_indexes()  # type: ignore[attr-defined] # partitions are the workers' own
-    target = _fork_worker if mode == "fork" else _worker
+    target = _fork_worker if mode == "fork" else _idle_worker if mode == "floor" else _worker
     done = ctx.Event()
     readies = [ctx.Event() for _ in range(n)]
     ps = [ctx.Process(target=target, args=(path, searches, i, readies[i], done)) for i in range(n)]
@@ -87,6 +101,24 @@ def procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
     _PRELOADED = None
     tot = {k: round(sum(m[k] for m in mems), 1) for k in mems[0]}
     return {"procs": n, "mode": mode, "per_process": mems, "total": tot}
+
+
+def _driver(path: str, n: int, searches: int, mode: str, out: Any) -> None:
+    out.put(procs(path, n, searches, mode))
+
+
+def _fresh_procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
+    """:func:`procs` run from a fresh interpreter. Forked workers share their parent's pages, so
+    a parent that had just run ``open_and_warm`` (every partition loaded, then freed into its
+    heap) made a forked worker's PSS depend on what that heap kept: 455 MB RSS per worker in one
+    run, 663 MB in the next. Each measurement's parent now holds only its preload."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, out))
+    driver.start()
+    res = out.get(timeout=1800)
+    driver.join(60)
+    return res  # type: ignore[no-any-return]
 
 
 def open_and_warm(path: str, queries: int = 100) -> dict[str, Any]:
@@ -137,13 +169,14 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=50)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--skip-procs", action="store_true")
+    ap.add_argument("--floor", action="store_true", help="also: processes that only import the library")
     a = ap.parse_args()
     res: dict[str, Any] = {"store": a.store, "load_avg_before": os.getloadavg()}
     res["open"] = open_and_warm(a.store, a.queries)
     if not a.skip_procs:
-        for mode in ("spawn", "fork"):
-            one = procs(a.store, 1, a.searches, mode)
-            many = procs(a.store, a.procs, a.searches, mode)
+        for mode in ("spawn", "fork") + (("floor",) if a.floor else ()):
+            one = _fresh_procs(a.store, 1, a.searches, mode)
+            many = _fresh_procs(a.store, a.procs, a.searches, mode)
             res[f"procs_{mode}"] = {"one": one["total"], "many": many["total"], "n": a.procs,
                                     "pss_ratio": round(many["total"]["pss_mb"] / one["total"]["pss_mb"], 2),
                                     "uss_ratio": round(many["total"]["uss_mb"] / one["total"]["uss_mb"], 2),

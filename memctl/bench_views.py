@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memory.namespace import Namespace, ns_key
 
-_SOURCES = ("judge.py", "align.py", "reading.py", "view_cache.py")
+_SOURCES = ("judge.py", "align.py", "reading.py", "view_cache.py", "view_store.py")
 
 
 def _fingerprint(paraphrase_model: str | None) -> str:
@@ -59,7 +59,7 @@ def _compute(path: str, groups: list[tuple[Namespace, list[str]]], paraphrase_mo
 def load_views(store_path: str, groups: Sequence[tuple[Namespace, list[str]]], cache_dir: Path, tag: str,
                paraphrase_model: str | None, progress: Callable[[str, int, int], None] | None = None) -> int:
     """Copy the views of ``groups`` (namespace, texts) into the store at ``store_path``; compute
-    them in a child process first when ``cache_dir`` has none for ``tag``. Returns rows copied."""
+    them in a child process first when ``cache_dir`` has none for ``tag``. Returns owner rows (memory texts) copied."""
     from memory.policy.view_cache import ViewStore
 
     cache = cache_dir / f"judge-views-{tag}-{_fingerprint(paraphrase_model)}.sqlite"
@@ -88,9 +88,22 @@ def load_views(store_path: str, groups: Sequence[tuple[Namespace, list[str]]], c
     try:
         conn.execute("ATTACH DATABASE ? AS src", (str(cache),))
         keys = [ns_key(ns) for ns, _ in groups]
+        marks = ",".join("?" * len(keys))
         conn.execute("BEGIN")
-        n = conn.execute(f"INSERT OR IGNORE INTO judge_views (ns, owner, views) SELECT ns, owner, views "
-                         f"FROM src.judge_views WHERE ns IN ({','.join('?' * len(keys))})", keys).rowcount
+        # The namespaces' rows are replaced, not merged: blocks are renumbered on the way in
+        # (the store may hold blocks of its own), so keys are re-pointed to the new ids.
+        for t in ("judge_view_blocks", "judge_view_keys", "judge_view_owners"):
+            conn.execute(f"DELETE FROM {t} WHERE ns IN ({marks})", keys)
+        new_id: dict[int, int] = {}
+        for bid, nsk, data in conn.execute(f"SELECT id, ns, data FROM src.judge_view_blocks WHERE ns IN ({marks})",
+                                           keys).fetchall():
+            new_id[int(bid)] = conn.execute("INSERT INTO judge_view_blocks (ns, data) VALUES (?, ?) RETURNING id",
+                                            (nsk, data)).fetchone()[0]
+        rows = conn.execute(f"SELECT ns, key, block FROM src.judge_view_keys WHERE ns IN ({marks})", keys).fetchall()
+        conn.executemany("INSERT INTO judge_view_keys (ns, key, block) VALUES (?, ?, ?)",
+                         [(nsk, k, new_id[int(b)]) for nsk, k, b in rows if int(b) in new_id])
+        n = conn.execute(f"INSERT INTO judge_view_owners (ns, owner, keys) SELECT ns, owner, keys "
+                         f"FROM src.judge_view_owners WHERE ns IN ({marks})", keys).rowcount
         conn.execute("COMMIT")
         conn.execute("DETACH DATABASE src")
     finally:

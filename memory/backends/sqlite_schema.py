@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory.errors import SchemaMismatch
@@ -53,12 +53,15 @@ MIGRATIONS: list[str] = [
 ]
 
 
-def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[str]) -> None:
+def apply_migrations(conn: sqlite3.Connection, table: str,
+                     migrations: Sequence[str | Callable[[sqlite3.Connection], None]]) -> None:
     """Apply numbered, append-only migrations once each, safely across processes.
 
     ``table`` records the applied versions; each migration runs in its own IMMEDIATE
     transaction and is re-checked under the lock, since another process may have applied it
     between our read and our lock. Statements are split on ';' (no ';' inside SQL comments).
+    A migration may also be a function of the connection (data SQL cannot convert, e.g. packed
+    blobs); it runs inside the same transaction, so it is applied whole or not at all.
     """
     conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)")
     done = {r[0] for r in conn.execute(f"SELECT version FROM {table}")}
@@ -69,9 +72,12 @@ def apply_migrations(conn: sqlite3.Connection, table: str, migrations: Sequence[
         conn.execute("BEGIN IMMEDIATE")
         try:
             if not conn.execute(f"SELECT 1 FROM {table} WHERE version = ?", (version,)).fetchone():
-                for stmt in sql.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
+                if callable(sql):
+                    sql(conn)
+                else:
+                    for stmt in sql.split(";"):
+                        if stmt.strip():
+                            conn.execute(stmt)
                 conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
             conn.execute("COMMIT")
         except BaseException:

