@@ -129,3 +129,55 @@ def test_head_size_follows_the_data(small_thresholds: None) -> None:
     current = _fill(flat, rng.standard_normal((6_000, DIM)).astype(np.float32))
     _check(flat, current, rng.standard_normal((3, DIM)).astype(np.float32), ks=(10,))
     assert flat._basis is None and flat.last_plan == "full"
+
+
+def _near_duplicates(rng: np.random.Generator, n: int, copies: int = 8) -> np.ndarray:
+    """Like the 1M bench store: each structured vector ``copies`` times with Gaussian noise."""
+    base = _structured(rng, -(-n // copies))
+    v = np.concatenate([base + rng.normal(0, 0.05, base.shape) for _ in range(copies)])[:n].astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _left_out(idx: VectorIndex, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(query, row): the row is the unit vector along what the query's first stage leaves out.
+
+    The query is half in the first stage's directions, half outside, so the row scores ~0.71
+    (among the best in the store) while its first-stage score is 0: only the bound on the
+    left-out part can find it, and a search with a stale left-out norm for it misses it."""
+    basis = idx._basis
+    assert basis is not None
+    head = basis @ (basis.T @ _structured(rng, 1)[0])
+    left = rng.standard_normal(DIM).astype(np.float32)
+    left -= basis @ (basis.T @ left)
+    row = left / np.linalg.norm(left)
+    q = head / np.linalg.norm(head) + row
+    return (q / np.linalg.norm(q)).astype(np.float32), row.astype(np.float32)
+
+
+def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresholds: None) -> None:
+    """300 namespaces of ~70 near-duplicate rows: the sampled candidate threshold (_top_m above
+    64 x 256 rows), the cached left-out norms (_rest_of) and the grouped exact pass (_exact)
+    must give the brute-force top-k, also after writes that change the cached blocks."""
+    rng = np.random.default_rng(8)
+    idx = VectorIndex(DIM, head_dims=16)
+    vecs = _near_duplicates(rng, 21_000)
+    current = _fill(idx, vecs, users=300)
+    queries = np.concatenate([_structured(rng, 4), vecs[rng.choice(len(vecs), 3)]])
+    _check(idx, current, queries, ks=(1, 10, 50))
+    assert idx.last_plan == "two-stage" and idx._rest_cache is not None
+    cached = idx._rest_cache[1]
+    _check(idx, current, queries[:1], ks=(10,))
+    assert idx._rest_cache[1] is cached  # nothing changed: reused
+    every = idx.matching([("bench",)])
+    # An update in place, a new row, a move to another namespace: each one found by its query.
+    for rid, users in ((123, 123 % 300), (50_000, 7), (456, (456 + 1) % 300)):
+        q, row = _left_out(idx, rng)
+        idx.add(rid, ("bench", f"u{users}"), row)
+        current[rid] = row
+        got, _ = idx.search(every, q, 10)
+        assert rid in got.tolist() and idx.last_plan == "two-stage"
+        _check(idx, current, q[None, :], ks=(1, 10))
+    idx.remove(50_000)  # a delete moves the block's last row into the hole
+    del current[50_000]
+    _check(idx, current, queries[:3], ks=(1, 10))
+    assert idx._rest_cache[1] is not cached
