@@ -181,3 +181,23 @@ def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresh
     del current[50_000]
     _check(idx, current, queries[:3], ks=(1, 10))
     assert idx._rest_cache[1] is not cached
+
+
+def test_head_stops_where_the_spectrum_turns_flat(small_thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """12 strong directions over a flat floor holding ~15% of the energy (like the 1M bench
+    store's noise): 90% of the energy needs 29 directions, the knee keeps 12 (16 rounded)."""
+    rng = np.random.default_rng(9)
+    basis = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0]
+    coef = rng.standard_normal((6_000, DIM)) * np.r_[np.full(12, 1.0), np.full(DIM - 12, 0.2)]
+    vecs = (coef @ basis.T).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    fitted = vi.fit_basis(vecs, DIM)
+    assert fitted is not None and fitted.shape[1] == 16
+    monkeypatch.setattr(vi, "HEAD_KNEE", 0.0)  # energy alone
+    assert vi.fit_basis(vecs, DIM).shape[1] == 32  # type: ignore[union-attr]
+    monkeypatch.undo()
+    monkeypatch.setattr(vi, "TWO_STAGE_MIN_ROWS", 2_000)
+    idx = VectorIndex(DIM)
+    current = _fill(idx, vecs, users=20)
+    _check(idx, current, np.concatenate([vecs[:3], rng.standard_normal((2, DIM)).astype(np.float32)]), ks=(1, 10))
+    assert idx._basis is not None and idx._basis.shape[1] == 16 and idx.last_plan.startswith("two-stage")
