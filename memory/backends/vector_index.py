@@ -98,32 +98,31 @@ def _top(rids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return rids[order], sims[order]
 
 
-def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray,
-           vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rids, exact cosine) of rows `idx`, numbered across `blocks` as one concatenation."""
-    # One sort groups the rows by block; a mask per block cost rows x blocks (at 1M rows in
-    # 3,000 namespaces, 5,000 rows to check took ~15M comparisons per search).
+def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray, vec: np.ndarray,
+           rids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rids, exact cosine) of rows ``idx``, numbered across ``blocks`` as one concatenation
+    (``rids``: the blocks' row ids concatenated the same way); in ascending ``idx`` order.
+
+    Sorted positions come grouped by block, so each block costs one gather and one mat-vec:
+    at 1M rows in 3,000 namespaces the bound can leave ~13k rows in ~2,500 blocks to check, and
+    a mask per block (rows x blocks comparisons) or per-row bookkeeping was most of a search.
+    """
+    idx = np.sort(idx)
+    if not len(idx):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     which = np.searchsorted(offsets, idx, side="right") - 1
-    order = np.argsort(which, kind="stable")
-    w, at = which[order], idx[order]
-    cuts = np.flatnonzero(np.diff(w)) + 1
-    rids = np.empty(len(idx), dtype=np.int64)
-    sims = np.empty(len(idx), dtype=np.float32)
-    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(w)].tolist(), strict=True):
-        j = int(w[a])
-        pos = at[a:b] - offsets[j]
-        sel = order[a:b]
-        rids[sel] = blocks[j].rids[pos]
-        sims[sel] = blocks[j].vecs[pos] @ vec
-    return rids, sims
+    cuts = np.flatnonzero(np.diff(which)) + 1
+    pos = idx - offsets[which]
+    sims = [blocks[j].vecs[p] @ vec for j, p in zip(which[np.r_[0, cuts]].tolist(), np.split(pos, cuts), strict=True)]
+    return rids[idx], np.concatenate(sims) if len(sims) > 1 else sims[0]
 
 
-def _top_m(hs: np.ndarray, m: int) -> np.ndarray:
-    """Positions of about the ``m`` largest first-stage scores (at least ``m`` of them).
+def _top_m(hs: np.ndarray, m: int, k: int) -> np.ndarray:
+    """Positions of about the ``m`` largest first-stage scores (at least ``k`` of them).
 
-    Only seeds the k-th exact score the bound is checked against, so any set of rows is
-    correct here, a good one is just cheaper. Above ~64m rows the threshold comes from every
-    16th score (a full argpartition of 1M scores took 10-25 ms, this ~2 ms).
+    Only seeds the k-th exact score the bound is checked against, so any ``k`` or more rows
+    are correct here, good ones are just cheaper. Above ~64m rows the threshold comes from
+    every 16th score (a full argpartition of 1M scores took 10-25 ms, this ~2 ms).
     """
     n = len(hs)
     if m >= n:
@@ -133,7 +132,7 @@ def _top_m(hs: np.ndarray, m: int) -> np.ndarray:
         want = max(1, m // 16)
         t = np.partition(sample, len(sample) - want)[len(sample) - want]
         cand = np.flatnonzero(hs >= t)
-        if m <= len(cand) <= 8 * m:
+        if max(k, m // 4) <= len(cand) <= 8 * m:
             return cand
     return np.argpartition(-hs, m - 1)[:m]
 
@@ -226,7 +225,7 @@ class VectorIndex:
         self._fixed_head = head_dims  # None: chosen from the data (see _ensure_basis)
         self._basis: np.ndarray | None = None  # dim x head, found by the first large search
         self._fit_rows = 0
-        self._rest_cache: tuple[list[tuple[int, int]], np.ndarray] | None = None  # see _rest_of
+        self._rest_cache: tuple[list[tuple[int, int]], np.ndarray, np.ndarray] | None = None  # _rest_of
         self.last_plan = ""  # "full", "two-stage" or "two-stage->full": for tests and profiling
         # Where the two-stage basis comes from when the owner manages it (None: fitted here).
         self.basis_source: Callable[[], np.ndarray | None] | None = None
@@ -323,8 +322,9 @@ class VectorIndex:
         heads = self._scan([(b.proj[: b.n], b.rids[: b.n]) for b in blocks], qh)  # type: ignore[index]
         hs = np.concatenate(heads) if len(heads) > 1 else heads[0]
         offsets = np.cumsum([0] + [b.n for b in blocks])
-        cand = _top_m(hs, min(total, max(4 * k, 256)))
-        c_rids, c_sims = _exact(blocks, offsets, cand, vec)
+        rest, rid_cat = self._rest_of(blocks)
+        cand = _top_m(hs, min(total, max(4 * k, 256)), k)
+        c_rids, c_sims = _exact(blocks, offsets, cand, vec, rid_cat)
         kk = min(k, len(c_sims))
         kth = np.partition(c_sims, len(c_sims) - kk)[len(c_sims) - kk]
         # Rows the first stage left out that could still reach the k-th exact score: their
@@ -334,29 +334,29 @@ class VectorIndex:
         slack = 1e-5
         rest_max = max(b.rest_max for b in blocks)
         pre = np.flatnonzero(hs >= kth - q_rest * rest_max - slack)
-        rest = self._rest_of(blocks)
         pre = pre[hs[pre] + q_rest * rest[pre] + slack >= kth]
         extra = np.setdiff1d(pre, cand, assume_unique=True)
         if len(extra) > total // 4:
             return None  # no dominant directions in this data: the plain scan is cheaper
         if len(extra):
-            e_rids, e_sims = _exact(blocks, offsets, extra, vec)
+            e_rids, e_sims = _exact(blocks, offsets, extra, vec, rid_cat)
             c_rids, c_sims = np.concatenate([c_rids, e_rids]), np.concatenate([c_sims, e_sims])
         return _top(c_rids, c_sims, k)
 
-    def _rest_of(self, blocks: list[_Block]) -> np.ndarray:
-        """The blocks' left-out norms as one array, kept while no block changes.
+    def _rest_of(self, blocks: list[_Block]) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' left-out norms and row ids, each as one array, kept while no block changes.
 
-        Concatenating 3,000 namespaces' norms took ~6 ms per search at 1M rows; a server
-        searching the same selection again (every namespace, one kind) reuses it.
+        Concatenating 3,000 namespaces' arrays took ~6 ms per search at 1M rows; a server
+        searching the same selection again (every namespace, one kind) reuses them.
         """
         key = [(b.serial, b.version) for b in blocks]
         cached = self._rest_cache
         if cached is not None and cached[0] == key:
-            return cached[1]
+            return cached[1], cached[2]
         rest = np.concatenate([b.rest[: b.n] for b in blocks])  # type: ignore[index]
-        self._rest_cache = (key, rest)
-        return rest
+        rids = np.concatenate([b.rids[: b.n] for b in blocks])
+        self._rest_cache = (key, rest, rids)
+        return rest, rids
 
     def _ensure_basis(self) -> np.ndarray | None:
         """Principal directions of the stored vectors (uncentred: they serve dot products).
