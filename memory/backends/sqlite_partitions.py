@@ -36,6 +36,7 @@ from memory.backends import vector_index
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_catalogue import NsCatalogue
 from memory.backends.sqlite_stream import StreamIndex
+from memory.backends.vector_arena import ARENA_MIN_ROWS
 from memory.backends.vector_file import VectorFile, file_tag, sidecar_path
 from memory.backends.vector_index import FIT_RULE, FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
 from memory.namespace import Namespace
@@ -151,11 +152,14 @@ def load_partitions(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex
     vecs = vf.rows(allr)
     at = 0
     row_ns: dict[int, Namespace] = {}
+    # A large load keeps the gather as one matrix its partitions are views of (an arena, see
+    # memory.backends.vector_arena: the searches over most of a store scan it in one go). A
+    # small one gives each partition its own copy, so that evicting it frees its memory.
+    shared = len(parts) == 1 or len(allr) >= ARENA_MIN_ROWS
     for ns, rids in parts:
         if len(rids):
             part = vecs[at : at + len(rids)]
-            # Own copy when several share the gather: an evicted partition must free its memory.
-            index.add_block(ns, rids, part if len(parts) == 1 else part.copy())
+            index.add_block(ns, rids, part if shared else part.copy())
         at += len(rids)
         row_ns.update(dict.fromkeys(rids.tolist(), ns))
     got: list[int] = []

@@ -156,7 +156,7 @@ def _left_out(idx: VectorIndex, rng: np.random.Generator) -> tuple[np.ndarray, n
 
 def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresholds: None) -> None:
     """300 namespaces of ~70 near-duplicate rows: the sampled candidate threshold (_top_m above
-    64 x 256 rows), the cached left-out norms (_rest_of) and the grouped exact pass (_exact)
+    64 x 256 rows), the cached left-out norms (_selection) and the grouped exact pass (_exact)
     must give the brute-force top-k, also after writes that change the cached blocks."""
     rng = np.random.default_rng(8)
     idx = VectorIndex(DIM, head_dims=16)
@@ -164,10 +164,10 @@ def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresh
     current = _fill(idx, vecs, users=300)
     queries = np.concatenate([_structured(rng, 4), vecs[rng.choice(len(vecs), 3)]])
     _check(idx, current, queries, ks=(1, 10, 50))
-    assert idx.last_plan == "two-stage" and idx._rest_cache is not None
-    cached = idx._rest_cache[1]
+    assert idx.last_plan == "two-stage" and idx._sel_cache is not None
+    cached = idx._sel_cache[1]
     _check(idx, current, queries[:1], ks=(10,))
-    assert idx._rest_cache[1] is cached  # nothing changed: reused
+    assert idx._sel_cache[1] is cached  # nothing changed: reused
     every = idx.matching([("bench",)])
     # An update in place, a new row, a move to another namespace: each one found by its query.
     for rid, users in ((123, 123 % 300), (50_000, 7), (456, (456 + 1) % 300)):
@@ -180,7 +180,7 @@ def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresh
     idx.remove(50_000)  # a delete moves the block's last row into the hole
     del current[50_000]
     _check(idx, current, queries[:3], ks=(1, 10))
-    assert idx._rest_cache[1] is not cached
+    assert idx._sel_cache[1] is not cached
 
 
 def test_head_stops_where_the_spectrum_turns_flat(small_thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,3 +201,49 @@ def test_head_stops_where_the_spectrum_turns_flat(small_thresholds: None, monkey
     current = _fill(idx, vecs, users=20)
     _check(idx, current, np.concatenate([vecs[:3], rng.standard_normal((2, DIM)).astype(np.float32)]), ks=(1, 10))
     assert idx._basis is not None and idx._basis.shape[1] == 16 and idx.last_plan.startswith("two-stage")
+
+
+def test_namespaces_loaded_as_one_arena_stay_exact(small_thresholds: None) -> None:
+    """Blocks that are views of one matrix (a large partition load) are searched through the
+    arena (memory.backends.vector_arena); writes move some of them out (mixed search), and the
+    result stays the brute-force top-k throughout."""
+    rng = np.random.default_rng(10)
+    vecs = _near_duplicates(rng, 21_000)
+    users = 300
+    order = np.argsort(np.arange(len(vecs)) % users, kind="stable")  # grouped by namespace
+    arena = np.ascontiguousarray(vecs[order])
+    idx = VectorIndex(DIM, head_dims=16)
+    at = 0
+    for u in range(users):
+        rids = order[at : at + len(vecs) // users]
+        idx.add_block(("bench", f"u{u}"), rids, arena[at : at + len(rids)])
+        at += len(rids)
+    current = {int(r): vecs[r] for r in order[:at]}
+    queries = np.concatenate([_structured(rng, 3), vecs[rng.choice(len(vecs), 3)]])
+    _check(idx, current, queries, ks=(1, 10, 50))
+    sel = idx._sel_cache[1]  # type: ignore[index]
+    assert sel.plan is not None and not sel.outside and idx.last_plan == "two-stage"
+    assert idx._blocks[("bench", "u0")].proj.base is sel.plan.proj  # type: ignore[union-attr]
+    every = idx.matching([("bench",)])
+    for step, (rid, u) in enumerate(((5, 5), (70_000, 8), (306, 7), (900, 0))):
+        q, row = _left_out(idx, rng)  # found only through the bound on the left-out part
+        idx.add(rid, ("bench", f"u{u}"), row)  # update in place, new row (block grows), moves
+        current[rid] = row
+        got, _ = idx.search(every, q, 10)
+        assert rid in got.tolist() and idx.last_plan == "two-stage", step
+        _check(idx, current, q[None, :], ks=(1, 10))
+    sel = idx._sel_cache[1]  # type: ignore[index]
+    assert sel.plan is not None and 1 <= len(sel.outside) <= 4  # the grown blocks left the arena
+    for rid in list(current)[:50]:  # deletes swap rows inside the arena's views
+        idx.remove(rid)
+        del current[rid]
+    for u in range(0, 40):  # evicted namespaces: their arena rows are no longer searched
+        for r in idx._blocks[("bench", f"u{u}")].rids[: idx._blocks[("bench", f"u{u}")].n].tolist():
+            current.pop(int(r), None)
+        idx.drop_block(("bench", f"u{u}"))
+    _check(idx, current, queries, ks=(1, 10))
+    assert idx._sel_cache[1].plan is not None  # type: ignore[index]
+    few = {r: v for r, v in current.items() if any(idx._where[r][0] == ("bench", f"u{u}") for u in (50, 51))}
+    for q in queries[:2]:  # a small part of the arena: searched block by block
+        rids, _ = idx.search([("bench", "u50"), ("bench", "u51")], q, 5)
+        assert rids.tolist() == _truth(few, q, 5)[0]

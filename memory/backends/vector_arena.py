@@ -1,0 +1,115 @@
+"""Namespaces loaded together and searched together: one matrix instead of thousands of blocks.
+
+A search over every namespace of a 1M-row store (3,000 namespaces) spent most of its time in
+per-namespace bookkeeping, not in arithmetic: 3,000 first-stage mat-vecs, then ~2,500 gathers
+for the rows the bound leaves to check exactly (~10 us of Python and numpy overhead each).
+When the SQLite backend loads many namespaces in one go (``load_partitions``), their vectors
+already arrive as one matrix (the *arena*), in namespace order; their blocks keep views into it
+instead of private copies, and their projections are computed for the whole arena at once into
+views of one projection matrix. A large search whose blocks are mostly views of one arena then
+scans the arena's projection in one mat-vec (two threads) and gathers the rows to check with
+one fancy index. Blocks that left the arena (grown past their rows by a write, which moves them
+to private arrays) or never were in one are searched block by block, as before, in the same
+search; the result is the same exact top-k either way.
+
+The cost: an evicted namespace's rows stay in memory until every namespace of its arena has
+been evicted or has moved out (numpy frees the matrix with its last view). Arenas are made only
+by loads of at least ``ARENA_MIN_ROWS`` rows, which are the searches over most of a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from memory.backends.vector_index import _Block
+
+ARENA_MIN_ROWS = 20_000  # loads at least this large keep views into one matrix (load_partitions)
+ARENA_MIN_SHARE = 0.5  # search via the arena when the selection holds at least this share of it
+PROJECT_CHUNK = 65_536  # rows projected per step (the norm of the rest is computed in float64)
+
+
+def arena_of(vecs: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(arena matrix, first row) when ``vecs`` is a run of whole rows of a 2-D C-contiguous matrix."""
+    base = vecs.base
+    if (not isinstance(base, np.ndarray) or base.ndim != 2 or not base.flags.c_contiguous
+            or base.dtype != vecs.dtype or base.shape[1:] != vecs.shape[1:] or not vecs.flags.c_contiguous):
+        return None
+    row = base.strides[0]
+    off = vecs.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if off < 0 or off % row or off // row + len(vecs) > len(base):
+        return None
+    return base, off // row
+
+
+def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
+                   rest_norm: object) -> None:
+    """Project, arena by arena, the blocks that have no projection yet and are views of an arena
+    they fill at least ARENA_MIN_SHARE of: one matrix product per arena, views handed out."""
+    groups: dict[int, tuple[np.ndarray, list[tuple[_Block, int]]]] = {}
+    for b in blocks:
+        if b.projected or b.n == 0 or len(b.vecs) != len(b.rids):
+            continue
+        found = arena_of(b.vecs)
+        if found is not None:
+            groups.setdefault(id(found[0]), (found[0], []))[1].append((b, found[1]))
+    for arena, members in groups.values():
+        if sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
+            continue
+        proj = np.empty((len(arena), basis.shape[1]), dtype=np.float32)
+        rest = np.empty(len(arena), dtype=np.float32)
+        for lo in range(0, len(arena), PROJECT_CHUNK):
+            part = arena[lo : lo + PROJECT_CHUNK]
+            proj[lo : lo + len(part)] = part @ basis
+            rest[lo : lo + len(part)] = rest_norm(part, basis)  # type: ignore[operator]
+        for b, off in members:
+            cap = len(b.vecs)
+            b.proj, b.rest = proj[off : off + cap], rest[off : off + cap]
+            b.projected = b.n
+            b.rest_max = float(b.rest[: b.n].max())
+            b.version += 1
+
+
+class ArenaPlan:
+    """How one search reads its blocks: the arena's blocks first (rows ``pos`` of the arena, in
+    block order), then the other blocks one by one."""
+
+    __slots__ = ("arena", "proj", "pos", "inside", "outside")
+
+    def __init__(self, arena: np.ndarray, proj: np.ndarray, pos: np.ndarray, inside: list[_Block],
+                 outside: list[_Block]):
+        self.arena, self.proj, self.pos, self.inside, self.outside = arena, proj, pos, inside, outside
+
+
+def plan(blocks: list[_Block]) -> ArenaPlan | None:
+    """An ArenaPlan when most of the selection's rows sit in one arena whose projection matrix
+    their projections are views of; None: search block by block."""
+    by_arena: dict[tuple[int, int], list[tuple[_Block, int]]] = {}
+    arenas: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for b in blocks:
+        if b.proj is None or b.projected < b.n:
+            continue
+        v = arena_of(b.vecs)
+        p = arena_of(b.proj)
+        if v is None or p is None or v[1] != p[1] or len(v[0]) != len(p[0]):
+            continue
+        key = (id(v[0]), id(p[0]))  # the same vectors may have been projected twice (two bases)
+        by_arena.setdefault(key, []).append((b, v[1]))
+        arenas[key] = (v[0], p[0])
+    if not by_arena:
+        return None
+    key = max(by_arena, key=lambda a: sum(b.n for b, _ in by_arena[a]))
+    arena, proj = arenas[key]
+    members = by_arena[key]
+    rows = sum(b.n for b, _ in members)
+    if rows < ARENA_MIN_SHARE * len(arena):
+        return None
+    pos = np.concatenate([np.arange(off, off + b.n) for b, off in members])
+    inside = {id(b) for b, _ in members}
+    return ArenaPlan(arena, proj, pos, [b for b, _ in members], [b for b in blocks if id(b) not in inside])
+
+
+__all__ = ["ARENA_MIN_ROWS", "ARENA_MIN_SHARE", "ArenaPlan", "arena_of", "plan", "project_arenas"]
