@@ -447,6 +447,7 @@ class VectorIndex:
         block = self._blocks.pop(ns, None)
         if block is None:
             return
+        self._sel_cache = None  # it may hold the arena this block was a view of: let it go
         for rid in block.rids[: block.n].tolist():
             if self._where.get(rid, (None,))[0] == ns:
                 del self._where[rid]
