@@ -64,7 +64,8 @@ def warm(path: str, queries: int = 100, unscoped_queries: int = 100, users: int 
     emb.embed_query("warm the model")  # the model's load is not the store's open
     t = time.perf_counter()
     backend = SqliteBackend(path, embedding_model=emb.name, dim=emb.dim)
-    out: dict[str, Any] = {"store": path, "open_s": round(time.perf_counter() - t, 4), "load_avg_before": os.getloadavg()}
+    out: dict[str, Any] = {"store": path, "open_s": round(time.perf_counter() - t, 4),
+                           "load_avg_before": os.getloadavg()}
     svc = MemoryService(backend, getattr(emb, "inner", emb), s)  # real query embedding in every search
     texts = iter(make_queries(4 * queries + unscoped_queries + 10 * users + 20))
     names = sorted("/".join(ns) for ns, _ in backend.namespaces())

@@ -22,7 +22,14 @@ scored exactly on the full vectors. Cauchy-Schwarz bounds what the left-out part
 k-th exact score is scored exactly too: the result is the exact top-k whatever the data. On
 data without such directions the bound admits many rows and the search falls back to the
 plain full scan. The directions are found by the first large search (0.9-1.7 s at 100k rows,
-once; again after the index grows REFIT_GROWTH-fold).
+once; again after the index grows REFIT_GROWTH-fold); how many are kept: see fit_basis.
+
+At 1M rows in 3,000 namespaces the per-namespace bookkeeping, not the arithmetic, was most of a
+search: a mat-vec per namespace, a full-length argpartition and concatenations per search, the
+exact pass a mask per namespace. Now the candidates' threshold comes from a sample of the
+first-stage scores, the left-out norms and row ids of a selection are concatenated once and
+kept while no block changes (:class:`~memory.backends.vector_arena.Selection`), and namespaces
+loaded together are scanned as one matrix (:mod:`memory.backends.vector_arena`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from memory.backends import vector_arena
+from memory.backends.vector_arena import Selection as _Selection
+from memory.backends.vector_arena import top_m as _top_m
 from memory.namespace import Namespace
 
 try:
@@ -57,7 +66,6 @@ HEAD_KNEE = 3.0  # ... but not past the directions holding 3x the median one's e
 # Changes whenever fit_basis would choose differently: a basis saved beside a store under
 # another rule is fitted again (see memory.backends.sqlite_partitions.load_basis).
 FIT_RULE = 2
-EXACT_CHUNK = 2_048  # rows gathered at a time for the exact pass over an arena (4 MB at 512 dims)
 FIT_SAMPLE = 8_000  # rows sampled to find the principal directions (~0.1 s, once)
 REFIT_GROWTH = 8  # find them again once the index has grown this many times over
 _pool: ThreadPoolExecutor | None = None
@@ -98,45 +106,6 @@ def _top(rids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
         sims, rids = sims[part], rids[part]
     order = np.argsort(-sims, kind="stable")
     return rids[order], sims[order]
-
-
-def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray, vec: np.ndarray,
-           rids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rids, exact cosine) of rows ``idx``, numbered across ``blocks`` as one concatenation
-    (``rids``: the blocks' row ids concatenated the same way); in ascending ``idx`` order.
-
-    Sorted positions come grouped by block, so each block costs one gather and one mat-vec:
-    at 1M rows in 3,000 namespaces the bound can leave ~13k rows in ~2,500 blocks to check, and
-    a mask per block (rows x blocks comparisons) or per-row bookkeeping was most of a search.
-    """
-    idx = np.sort(idx)
-    if not len(idx):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    which = np.searchsorted(offsets, idx, side="right") - 1
-    cuts = np.flatnonzero(np.diff(which)) + 1
-    pos = idx - offsets[which]
-    sims = [blocks[j].vecs[p] @ vec for j, p in zip(which[np.r_[0, cuts]].tolist(), np.split(pos, cuts), strict=True)]
-    return rids[idx], np.concatenate(sims) if len(sims) > 1 else sims[0]
-
-
-def _top_m(hs: np.ndarray, m: int, k: int) -> np.ndarray:
-    """Positions of about the ``m`` largest first-stage scores (at least ``k`` of them).
-
-    Only seeds the k-th exact score the bound is checked against, so any ``k`` or more rows
-    are correct here, good ones are just cheaper. Above ~64m rows the threshold comes from
-    every 16th score (a full argpartition of 1M scores took 10-25 ms, this ~2 ms).
-    """
-    n = len(hs)
-    if m >= n:
-        return np.arange(n)
-    if n >= 64 * m:
-        sample = hs[::16]
-        want = max(1, m // 16)
-        t = np.partition(sample, len(sample) - want)[len(sample) - want]
-        cand = np.flatnonzero(hs >= t)
-        if max(k, m // 4) <= len(cand) <= 8 * m:
-            return cand
-    return np.argpartition(-hs, m - 1)[:m]
 
 
 def _rest_norm(v: np.ndarray, basis: np.ndarray) -> np.ndarray:
@@ -217,37 +186,6 @@ class _Block:
         if hi > lo:
             self.rest_max = max(self.rest_max, float(self.rest[lo:hi].max()))
         self.version += 1
-
-
-class _Selection:
-    """The rows of a list of blocks numbered as one concatenation: the blocks of one arena first
-    (``plan``, see :mod:`memory.backends.vector_arena`), then the others (``outside``) in order;
-    their left-out norms (``rest``) and row ids (``rids``) in that numbering."""
-
-    __slots__ = ("plan", "outside", "offsets", "rest", "rids", "n_inside")
-
-    def __init__(self, blocks: list[_Block]):
-        self.plan = vector_arena.plan(blocks)
-        order = blocks if self.plan is None else self.plan.inside + self.plan.outside
-        self.outside = blocks if self.plan is None else self.plan.outside
-        self.n_inside = 0 if self.plan is None else len(self.plan.pos)
-        self.offsets = np.cumsum([0] + [b.n for b in self.outside])
-        self.rest = np.concatenate([b.rest[: b.n] for b in order])  # type: ignore[index]
-        self.rids = np.concatenate([b.rids[: b.n] for b in order])
-
-    def exact(self, idx: np.ndarray, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rids, exact cosine) of rows ``idx`` of this numbering."""
-        if self.plan is None:
-            return _exact(self.outside, self.offsets, idx, vec, self.rids)
-        inside = idx[idx < self.n_inside]
-        out_r, out_s = _exact(self.outside, self.offsets, idx[idx >= self.n_inside] - self.n_inside, vec,
-                              self.rids[self.n_inside :])
-        rows = self.plan.pos[inside]
-        inside, rows = inside[np.argsort(rows)], np.sort(rows)  # reads move forward through the arena
-        # In pieces: one gather of 40k rows (80 MB) cost more in page faults than in reading.
-        in_s = np.concatenate([np.zeros(0, dtype=np.float32)] + [
-            self.plan.arena[rows[a : a + EXACT_CHUNK]] @ vec for a in range(0, len(rows), EXACT_CHUNK)])
-        return np.concatenate([self.rids[inside], out_r]), np.concatenate([in_s, out_s])
 
 
 class VectorIndex:
