@@ -12,13 +12,16 @@ one fancy index. Blocks that left the arena (grown past their rows by a write, w
 to private arrays) or never were in one are searched block by block, as before, in the same
 search; the result is the same exact top-k either way.
 
-The cost: an evicted namespace's rows stay in memory until every namespace of its arena has
-been evicted or has moved out (numpy frees the matrix with its last view). Arenas are made only
-by loads of at least ``ARENA_MIN_ROWS`` rows, which are the searches over most of a store.
+The cost: an evicted namespace's rows stay in memory while other namespaces are views of the
+same arena (numpy frees a matrix with its last view). Once the namespaces left hold under
+ARENA_MIN_SHARE of it, they get private copies and the arena is freed (:class:`Members`), so
+what stays loaded is at most ~2x what the eviction budget counts. Arenas are made only by loads
+of at least ``ARENA_MIN_ROWS`` rows, which are the searches over most of a store.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -72,6 +75,58 @@ def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
             b.projected = b.n
             b.rest_max = float(b.rest[: b.n].max())
             b.version += 1
+
+
+class Members:
+    """Rows of each arena still held by the blocks that were loaded as its views.
+
+    An evicted block's rows stay in memory while other blocks are views of the same arena; once
+    the blocks left hold under ARENA_MIN_SHARE of it, :func:`copy_out` gives them private copies
+    and the arena is freed, so eviction keeps what is loaded within ~2x what the budget counts.
+    (A block that grew out of its arena still counts here: the arena is freed a little later.)
+    """
+
+    def __init__(self) -> None:
+        self._live: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
+
+    def joined(self, vecs: np.ndarray) -> None:
+        found = arena_of(vecs)
+        if found is None:
+            return
+        arena = found[0]
+        ref, rows = self._live.get(id(arena), (None, 0))
+        if ref is None or ref() is not arena:  # a new arena (ids are reused once one is freed)
+            ref, rows = weakref.ref(arena), 0
+        self._live[id(arena)] = (ref, rows + len(vecs))
+
+    def left(self, vecs: np.ndarray) -> bool:
+        """Count ``vecs`` out of its arena; True when the arena should now be copied out."""
+        found = arena_of(vecs)
+        if found is None:
+            return False
+        arena = found[0]
+        ref, rows = self._live.get(id(arena), (None, 0))
+        if ref is None or ref() is not arena:
+            return False
+        rows -= len(vecs)
+        if rows < ARENA_MIN_SHARE * len(arena):
+            del self._live[id(arena)]
+            return rows > 0  # 0: it was the only one (a one-namespace load), nothing to copy
+        self._live[id(arena)] = (ref, rows)
+        return False
+
+
+def copy_out(blocks: Iterable[_Block], arena: np.ndarray) -> None:
+    """Give every block that is a view of ``arena`` its own vectors and projections."""
+    for b in blocks:
+        found = arena_of(b.vecs)
+        if found is None or found[0] is not arena:
+            continue
+        b.vecs = b.vecs.copy()
+        if b.proj is not None and arena_of(b.proj) is not None:
+            b.proj = b.proj.copy()
+            b.rest = None if b.rest is None else b.rest.copy()
+        b.version += 1
 
 
 class ArenaPlan:
@@ -183,5 +238,5 @@ class Selection:
         return np.concatenate([self.rids[inside], out_r]), np.concatenate([in_s, out_s])
 
 
-__all__ = ["ARENA_MIN_ROWS", "ARENA_MIN_SHARE", "ArenaPlan", "Selection", "arena_of", "exact_rows", "plan",
-           "project_arenas", "top_m"]
+__all__ = ["ARENA_MIN_ROWS", "ARENA_MIN_SHARE", "ArenaPlan", "Members", "Selection", "arena_of", "copy_out",
+           "exact_rows", "plan", "project_arenas", "top_m"]

@@ -197,6 +197,7 @@ class VectorIndex:
         self._basis: np.ndarray | None = None  # dim x head, found by the first large search
         self._fit_rows = 0
         self._sel_cache: tuple[list[tuple[int, int]], _Selection] | None = None  # see _selection
+        self._arenas = vector_arena.Members()  # rows of each arena still held by blocks (eviction)
         self.last_plan = ""  # "full", "two-stage" or "two-stage->full": for tests and profiling
         # Where the two-stage basis comes from when the owner manages it (None: fitted here).
         self.basis_source: Callable[[], np.ndarray | None] | None = None
@@ -373,6 +374,7 @@ class VectorIndex:
         block.rids = np.array(rids, dtype=np.int64)
         block.n = len(rids)
         self._blocks[ns] = block
+        self._arenas.joined(block.vecs)
         where = self._where
         for pos, rid in enumerate(rids.tolist()):
             old = where.get(rid)
@@ -389,6 +391,8 @@ class VectorIndex:
         for rid in block.rids[: block.n].tolist():
             if self._where.get(rid, (None,))[0] == ns:
                 del self._where[rid]
+        if self._arenas.left(block.vecs):  # most of its arena is gone: free the rest of it
+            vector_arena.copy_out(self._blocks.values(), block.vecs.base)
 
     def has_block(self, ns: Namespace) -> bool:
         return ns in self._blocks
