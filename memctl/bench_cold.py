@@ -159,9 +159,24 @@ def _memctl() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "memctl.cli"]
 
 
+def warm_figures(store: Path, queries: int, env: dict[str, str]) -> dict[str, Any]:
+    """:mod:`memctl.bench_warm` on ``store`` in a fresh process (its RSS is the store's alone)."""
+    p = subprocess.run([sys.executable, "-m", "memctl.bench_warm", str(store), "--queries", str(queries),
+                        "--unscoped-queries", str(queries)], env=env, capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"memctl.bench_warm failed: {p.stderr.strip()[-800:]}")
+    out: dict[str, Any] = json.loads(p.stdout)
+    out.pop("store", None)
+    return out
+
+
 def run_cold(sizes: tuple[int, ...], *, runs: int = 3, model: str, emb: Embedder, cache_dir: Path,
-             langgraph: bool = True, rebuild: bool = False, progress: Progress = None) -> dict[str, Any]:
-    """Cold figures per size (median of ``runs`` fresh processes each); see the module docstring."""
+             langgraph: bool = True, rebuild: bool = False, progress: Progress = None,
+             warm_queries: int = 0) -> dict[str, Any]:
+    """Cold figures per size (median of ``runs`` fresh processes each); see the module docstring.
+
+    With ``warm_queries``, also each store's warm figures (:mod:`memctl.bench_warm`) under ``warm``.
+    """
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMORY_EMBEDDING__MODEL": model}
     env.pop("MEMORY_CONFIG", None)
     query = "which chart style does the user prefer"
@@ -203,6 +218,8 @@ def run_cold(sizes: tuple[int, ...], *, runs: int = 3, model: str, emb: Embedder
                 info[f"langgraph_{label}_rss_mb"] = round(statistics.median(x[1] for x in xs), 1)
         if langgraph and n > LANGGRAPH_MAX:
             info["langgraph_skipped"] = f"not built above {LANGGRAPH_MAX} rows (load time)"
+        if warm_queries:
+            info["warm"] = warm_figures(ours, warm_queries, senv)
         results.append(info)
         if progress:
             progress("cold sizes", len(results), len(sizes))
@@ -210,7 +227,8 @@ def run_cold(sizes: tuple[int, ...], *, runs: int = 3, model: str, emb: Embedder
         "help_s": round(statistics.median(x[0] for x in help_runs), 3),
         "help_rss_mb": round(statistics.median(x[1] for x in help_runs), 1),
         "results": results,
-        "config": {"sizes": list(sizes), "runs": runs, "embedding_model": model, "query": query,
+        "config": {"sizes": list(sizes), "runs": runs, "warm_queries": warm_queries, "embedding_model": model,
+                   "query": query,
                    "cpu_count": os.cpu_count(), "load_avg": os.getloadavg()},
     }
 

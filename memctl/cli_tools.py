@@ -54,7 +54,7 @@ def _saved(result: dict[str, Any], out_file: Path, draw: Callable[[], None], as_
 
 
 def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild: bool, out_file: Path,
-                plot_file: Path, as_json: bool, cache: Path) -> None:
+                plot_file: Path, as_json: bool, cache: Path, warm_queries: int = 0) -> None:
     from memctl.bench_cold import plot_cold, run_cold
     from memory.embeddings import get_embedder
     from memory.settings import MemorySettings
@@ -64,7 +64,7 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
     with _progress() as bar:
         progress = _stage_progress(bar)
         result = run_cold(size_list, runs=runs, model=model, emb=getattr(base, "inner", base), cache_dir=cache,
-                          langgraph=langgraph, rebuild=rebuild, progress=progress)
+                          langgraph=langgraph, rebuild=rebuild, progress=progress, warm_queries=warm_queries)
     if _saved(result, out_file, lambda: plot_cold(result, plot_file), as_json):
         return
     t = Table("n", "system", "scoped s", "scoped RSS MiB", "unscoped s", "unscoped RSS MiB")
@@ -75,6 +75,15 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
                           f"{r[f'{sysname}_scoped_s']:.2f}", f"{r[f'{sysname}_scoped_rss_mb']:.0f}",
                           f"{r[f'{sysname}_unscoped_s']:.2f}", f"{r[f'{sysname}_unscoped_rss_mb']:.0f}")
     out.print(t)
+    for r in result["results"]:
+        w = r.get("warm")
+        if w:
+            first = w["scoped_new"] or {"p50_ms": float("nan"), "p95_ms": float("nan")}
+            out.print(f"{r['n']} warm: open {w['open_s'] * 1000:.1f} ms; scoped p50/p95 "
+                      f"{w['scoped_loaded']['p50_ms']:.1f}/{w['scoped_loaded']['p95_ms']:.1f} ms loaded, "
+                      f"{first['p50_ms']:.1f}/{first['p95_ms']:.1f} ms first; unscoped "
+                      f"{w['unscoped']['p50_ms']:.1f}/{w['unscoped']['p95_ms']:.1f} ms; RSS {w['rss_mb']:.0f} MiB "
+                      f"(peak {w['hwm_mb']:.0f})")
     out.print(f"memctl --help: {result['help_s']:.2f} s; load average {result['config']['load_avg']}")
     out.print(f"wrote {out_file} and {plot_file}")
 
@@ -97,6 +106,9 @@ def bench(
     ] = False,
     runs: Annotated[int, typer.Option(help="--cold: fresh processes per measurement (median)")] = 3,
     rebuild: Annotated[bool, typer.Option(help="--cold: rebuild the cached stores")] = False,
+    warm_queries: Annotated[int, typer.Option(
+        help="--cold: also time this many warm scoped and unscoped searches per store, in a fresh process "
+        "(open, p50/p95, RSS; python -m memctl.bench_warm); 0: skip")] = 0,
 ) -> None:
     """Search latency, write throughput and memory against baselines: same corpus, same embedder, one process
     (or, with --cold, the cost of a fresh process's first search)."""
@@ -114,6 +126,8 @@ def bench(
         raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
     if runs < 1:
         raise InvalidInput(f"--runs must be >= 1, got {runs}")
+    if warm_queries < 0:
+        raise InvalidInput(f"--warm-queries must be >= 0, got {warm_queries}")
     cache = Path(platformdirs.user_cache_dir("langgraph-memory")) / "bench"
     stem = "cold" if cold else "bench"
     out_file = out_file or cache / f"{stem}.json"
@@ -123,7 +137,7 @@ def bench(
             raise InvalidInput(f"{f} is a folder; give a file path")
     if cold:
         _bench_cold(size_list, runs, "langgraph-sqlite" in system_list, rebuild, out_file, plot_file, as_json,
-                    cache)
+                    cache, warm_queries)
         return
 
     from memctl.bench import plot, run_bench

@@ -36,8 +36,9 @@ from memory.backends import vector_index
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_catalogue import NsCatalogue
 from memory.backends.sqlite_stream import StreamIndex
+from memory.backends.vector_arena import ARENA_MIN_ROWS
 from memory.backends.vector_file import VectorFile, file_tag, sidecar_path
-from memory.backends.vector_index import FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
+from memory.backends.vector_index import FIT_RULE, FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
 from memory.namespace import Namespace
 
 
@@ -92,6 +93,8 @@ def load_basis(path: str | None, tag: bytes, dim: int) -> tuple[np.ndarray | Non
         with np.load(path) as z:
             if bytes(z["tag"]) != tag or int(z["dim"]) != dim:
                 return None
+            if (int(z["rule"]) if "rule" in z.files else 1) != FIT_RULE:
+                return None  # fitted by an older rule (fit_basis): fit again, once
             basis = np.ascontiguousarray(z["basis"], dtype=np.float32)
             rows = int(z["fit_rows"])
     except (OSError, ValueError, KeyError, EOFError):
@@ -106,7 +109,7 @@ def save_basis(path: str | None, tag: bytes, dim: int, basis: np.ndarray | None,
         return
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp.npz"
     b = basis if basis is not None else np.zeros((dim, 0), dtype=np.float32)
-    np.savez(tmp, tag=np.frombuffer(tag, dtype=np.uint8), dim=dim, basis=b, fit_rows=rows)
+    np.savez(tmp, tag=np.frombuffer(tag, dtype=np.uint8), dim=dim, basis=b, fit_rows=rows, rule=FIT_RULE)
     os.replace(tmp, path)  # atomic: a reader sees the old basis or the new one
 
 
@@ -149,11 +152,14 @@ def load_partitions(conn: sqlite3.Connection, vf: VectorFile, index: VectorIndex
     vecs = vf.rows(allr)
     at = 0
     row_ns: dict[int, Namespace] = {}
+    # A large load keeps the gather as one matrix its partitions are views of (an arena, see
+    # memory.backends.vector_arena: the searches over most of a store scan it in one go). A
+    # small one gives each partition its own copy, so that evicting it frees its memory.
+    shared = len(parts) == 1 or len(allr) >= ARENA_MIN_ROWS
     for ns, rids in parts:
         if len(rids):
             part = vecs[at : at + len(rids)]
-            # Own copy when several share the gather: an evicted partition must free its memory.
-            index.add_block(ns, rids, part if len(parts) == 1 else part.copy())
+            index.add_block(ns, rids, part if shared else part.copy())
         at += len(rids)
         row_ns.update(dict.fromkeys(rids.tolist(), ns))
     got: list[int] = []

@@ -22,11 +22,19 @@ scored exactly on the full vectors. Cauchy-Schwarz bounds what the left-out part
 k-th exact score is scored exactly too: the result is the exact top-k whatever the data. On
 data without such directions the bound admits many rows and the search falls back to the
 plain full scan. The directions are found by the first large search (0.9-1.7 s at 100k rows,
-once; again after the index grows REFIT_GROWTH-fold).
+once; again after the index grows REFIT_GROWTH-fold); how many are kept: see fit_basis.
+
+At 1M rows in 3,000 namespaces the per-namespace bookkeeping, not the arithmetic, was most of a
+search: a mat-vec per namespace, a full-length argpartition and concatenations per search, the
+exact pass a mask per namespace. Now the candidates' threshold comes from a sample of the
+first-stage scores, the left-out norms and row ids of a selection are concatenated once and
+kept while no block changes (:class:`~memory.backends.vector_arena.Selection`), and namespaces
+loaded together are scanned as one matrix (:mod:`memory.backends.vector_arena`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -34,6 +42,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from memory.backends import vector_arena
+from memory.backends.vector_arena import Selection as _Selection
+from memory.backends.vector_arena import top_m as _top_m
 from memory.namespace import Namespace
 
 try:
@@ -51,9 +62,14 @@ TWO_STAGE_MIN_ROWS = 20_000  # below this the full scan is a few ms and the seco
 # p50/p95 ms of the scan alone: LoCoMo turns (x17 with noise) .85: 6.6/10.8, .90: 7.0/10.9,
 # .93: 8.9/13.2 (full scan 11.4/16.5); bench corpus .85: 4.7/7.7, .90: 4.3/6.1, .93: 4.5/5.6.
 HEAD_ENERGY = 0.90
+HEAD_KNEE = 3.0  # ... but not past the directions holding 3x the median one's energy (fit_basis)
+# Changes whenever fit_basis would choose differently: a basis saved beside a store under
+# another rule is fitted again (see memory.backends.sqlite_partitions.load_basis).
+FIT_RULE = 2
 FIT_SAMPLE = 8_000  # rows sampled to find the principal directions (~0.1 s, once)
 REFIT_GROWTH = 8  # find them again once the index has grown this many times over
 _pool: ThreadPoolExecutor | None = None
+_serials = itertools.count()
 _pool_lock = threading.Lock()
 
 
@@ -92,20 +108,6 @@ def _top(rids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return rids[order], sims[order]
 
 
-def _exact(blocks: list[_Block], offsets: np.ndarray, idx: np.ndarray,
-           vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rids, exact cosine) of rows `idx`, numbered across `blocks` as one concatenation."""
-    which = np.searchsorted(offsets, idx, side="right") - 1
-    rids = np.empty(len(idx), dtype=np.int64)
-    sims = np.empty(len(idx), dtype=np.float32)
-    for j in np.unique(which).tolist():
-        sel = which == j
-        pos = idx[sel] - offsets[j]
-        rids[sel] = blocks[j].rids[pos]
-        sims[sel] = blocks[j].vecs[pos] @ vec
-    return rids, sims
-
-
 def _rest_norm(v: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """Norm of what projecting rows ``v`` onto ``basis`` leaves out, rounded up.
 
@@ -119,7 +121,7 @@ def _rest_norm(v: np.ndarray, basis: np.ndarray) -> np.ndarray:
 
 
 class _Block:
-    __slots__ = ("vecs", "rids", "n", "proj", "rest", "projected")
+    __slots__ = ("vecs", "rids", "n", "proj", "rest", "projected", "version", "rest_max", "serial")
 
     def __init__(self, dim: int, cap: int = 16):
         self.vecs = np.zeros((cap, dim), dtype=np.float32)
@@ -131,6 +133,11 @@ class _Block:
         self.proj: np.ndarray | None = None
         self.rest: np.ndarray | None = None
         self.projected = 0
+        # Bumped by every change of n, rows or projections: VectorIndex caches per-selection
+        # arrays built from blocks (see VectorIndex._selection) and checks them against it.
+        self.version = 0
+        self.rest_max = 0.0  # >= every rest[:projected] (may stay high after a delete: a bound)
+        self.serial = next(_serials)  # never reused (id() is, once a dropped block is freed)
 
     def append(self, rid: int, vec: np.ndarray) -> int:
         if self.n == len(self.rids):
@@ -143,6 +150,7 @@ class _Block:
         self.vecs[self.n] = vec
         self.rids[self.n] = rid
         self.n += 1
+        self.version += 1
         return self.n - 1
 
     def refresh(self, pos: int, basis: np.ndarray | None) -> None:
@@ -163,7 +171,10 @@ class _Block:
                 rest[: self.projected] = self.rest[: self.projected]  # type: ignore[index]
             else:
                 self.projected = 0
+                self.rest_max = 0.0
             self.proj, self.rest = proj, rest
+        if self.projected == 0:
+            self.rest_max = 0.0  # every row is projected again (maybe onto a new basis)
         self._project_rows(self.projected, self.n, basis)
         self.projected = self.n
 
@@ -172,6 +183,9 @@ class _Block:
         v = self.vecs[lo:hi]
         self.proj[lo:hi] = v @ basis
         self.rest[lo:hi] = _rest_norm(v, basis)
+        if hi > lo:
+            self.rest_max = max(self.rest_max, float(self.rest[lo:hi].max()))
+        self.version += 1
 
 
 class VectorIndex:
@@ -182,6 +196,8 @@ class VectorIndex:
         self._fixed_head = head_dims  # None: chosen from the data (see _ensure_basis)
         self._basis: np.ndarray | None = None  # dim x head, found by the first large search
         self._fit_rows = 0
+        self._sel_cache: tuple[list[tuple[int, int]], _Selection] | None = None  # see _selection
+        self._arenas = vector_arena.Members()  # rows of each arena still held by blocks (eviction)
         self.last_plan = ""  # "full", "two-stage" or "two-stage->full": for tests and profiling
         # Where the two-stage basis comes from when the owner manages it (None: fitted here).
         self.basis_source: Callable[[], np.ndarray | None] | None = None
@@ -197,6 +213,7 @@ class VectorIndex:
             old_ns, pos = self._where[rid]
             if old_ns == ns:
                 self._blocks[ns].vecs[pos] = vec
+                self._blocks[ns].version += 1
                 self._blocks[ns].refresh(pos, self._basis)
                 return
             self.remove(rid)
@@ -225,6 +242,7 @@ class VectorIndex:
                     block.refresh(pos, self._basis)
         block.n = last
         block.projected = min(block.projected, last)
+        block.version += 1
         if block.n == 0:
             del self._blocks[ns]
 
@@ -269,29 +287,53 @@ class VectorIndex:
                    total: int) -> tuple[np.ndarray, np.ndarray] | None:
         basis = self._basis
         assert basis is not None
+        vector_arena.project_arenas(blocks, basis, _rest_norm)
         for b in blocks:
             b.project(basis)
+        sel = self._selection(blocks)
         qh = vec @ basis
         q_rest = float(_rest_norm(vec, basis)[0])
-        heads = self._scan([(b.proj[: b.n], b.rids[: b.n]) for b in blocks], qh)  # type: ignore[index]
+        if sel.plan is not None:
+            # The arena's projection in one scan; then its rows in this selection, in block order.
+            scores = self._scan([(sel.plan.proj, np.broadcast_to(np.int64(0), (len(sel.plan.proj),)))], qh)
+            heads = [np.concatenate(scores)[sel.plan.pos]]
+        else:
+            heads = []
+        heads += self._scan([(b.proj[: b.n], b.rids[: b.n]) for b in sel.outside], qh) if sel.outside else []  # type: ignore[index]
         hs = np.concatenate(heads) if len(heads) > 1 else heads[0]
-        offsets = np.cumsum([0] + [b.n for b in blocks])
-        m = min(total, max(4 * k, 256))
-        cand = np.argpartition(-hs, m - 1)[:m] if m < total else np.arange(total)
-        c_rids, c_sims = _exact(blocks, offsets, cand, vec)
+        cand = _top_m(hs, min(total, max(4 * k, 256)), k)
+        c_rids, c_sims = sel.exact(cand, vec)
         kk = min(k, len(c_sims))
         kth = np.partition(c_sims, len(c_sims) - kk)[len(c_sims) - kk]
-        # Rows the first stage left out that could still reach the k-th exact score.
-        rest = np.concatenate([b.rest[: b.n] for b in blocks])  # type: ignore[index]
-        upper = hs + q_rest * rest + 1e-5  # + the float32 rounding of the first-stage scores
-        upper[cand] = -np.inf
-        extra = np.flatnonzero(upper >= kth)
+        # Rows the first stage left out that could still reach the k-th exact score: their
+        # first-stage score plus what the left-out part can add (Cauchy-Schwarz) must reach it.
+        # The 1e-5 covers the float32 rounding of the first-stage scores. Rows that cannot pass
+        # even with the largest left-out norm are dropped first, without reading `rest`.
+        slack = 1e-5
+        rest_max = max(b.rest_max for b in blocks)
+        pre = np.flatnonzero(hs >= kth - q_rest * rest_max - slack)
+        pre = pre[hs[pre] + q_rest * sel.rest[pre] + slack >= kth]
+        extra = np.setdiff1d(pre, cand, assume_unique=True)
         if len(extra) > total // 4:
             return None  # no dominant directions in this data: the plain scan is cheaper
         if len(extra):
-            e_rids, e_sims = _exact(blocks, offsets, extra, vec)
+            e_rids, e_sims = sel.exact(extra, vec)
             c_rids, c_sims = np.concatenate([c_rids, e_rids]), np.concatenate([c_sims, e_sims])
         return _top(c_rids, c_sims, k)
+
+    def _selection(self, blocks: list[_Block]) -> _Selection:
+        """The blocks' rows as one numbering (see _Selection), kept while no block changes.
+
+        Building it for 3,000 namespaces takes ~10 ms at 1M rows; a server searching the same
+        selection again (every namespace, one kind) reuses it.
+        """
+        key = [(b.serial, b.version) for b in blocks]
+        cached = self._sel_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        sel = _Selection(blocks)
+        self._sel_cache = (key, sel)
+        return sel
 
     def _ensure_basis(self) -> np.ndarray | None:
         """Principal directions of the stored vectors (uncentred: they serve dot products).
@@ -332,6 +374,7 @@ class VectorIndex:
         block.rids = np.array(rids, dtype=np.int64)
         block.n = len(rids)
         self._blocks[ns] = block
+        self._arenas.joined(block.vecs)
         where = self._where
         for pos, rid in enumerate(rids.tolist()):
             old = where.get(rid)
@@ -344,9 +387,12 @@ class VectorIndex:
         block = self._blocks.pop(ns, None)
         if block is None:
             return
+        self._sel_cache = None  # it may hold the arena this block was a view of: let it go
         for rid in block.rids[: block.n].tolist():
             if self._where.get(rid, (None,))[0] == ns:
                 del self._where[rid]
+        if self._arenas.left(block.vecs):  # most of its arena is gone: free the rest of it
+            vector_arena.copy_out(self._blocks.values(), block.vecs.base)
 
     def has_block(self, ns: Namespace) -> bool:
         return ns in self._blocks
@@ -377,18 +423,32 @@ class VectorIndex:
 
 
 def fit_basis(sample: np.ndarray, dim: int, head: int | None = None) -> np.ndarray | None:
-    """The fewest principal directions of ``sample`` holding HEAD_ENERGY of its energy.
+    """The fewest principal directions of ``sample`` holding HEAD_ENERGY of its energy, cut
+    where the spectrum turns flat (HEAD_KNEE).
 
     The bound's slack is what they leave out. On the bench corpus that is 64 of 512 dims; on
     LoCoMo conversation turns 192, where ~6% of rows then need an exact check. Data that needs
-    more than half the dims gets no basis (None): the plain scan is as fast.
+    more than half the dims for HEAD_ENERGY gets no basis (None): the plain scan is as fast.
+
+    The knee: directions whose energy is under HEAD_KNEE x the median direction's are the flat
+    (noise-like) part of the spectrum. Each one adds a column to the first stage, i.e. 4 bytes
+    per row read by every search, and tightens the bound by little, because flat energy is
+    spread over all of them. The 1M bench store (the 100k corpus x 10 with sigma 0.02 noise)
+    holds 90% of its energy in 224 directions but only 73 above 3x the median: measured at 1M
+    rows in 3,000 namespaces (scan alone, same process, load ~4), head 224: p50 113 ms; 128:
+    75; 96: 69; 80 and 64: about the same as 96. The clean 100k corpus keeps 64 (its knee is at
+    130 directions): 48 there took p50 9.9 vs 8.9 ms, 32 fell back to the full scan.
     """
     s64 = sample.astype(np.float64)
     energy, vecs = np.linalg.eigh(s64.T @ s64)
     energy, vecs = energy[::-1], vecs[:, ::-1]
     if head is None:
         share = np.cumsum(energy) / max(float(energy.sum()), 1e-12)
-        head = -(-(int(np.searchsorted(share, HEAD_ENERGY)) + 1) // 16) * 16
+        by_energy = int(np.searchsorted(share, HEAD_ENERGY)) + 1
+        if by_energy > dim // 2:
+            return None
+        above_knee = int((energy > HEAD_KNEE * float(np.median(energy))).sum())
+        head = -(-max(1, min(by_energy, above_knee)) // 16) * 16
     if head > dim // 2:
         return None
     return np.ascontiguousarray(vecs[:, :head], dtype=np.float32)

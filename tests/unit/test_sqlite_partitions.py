@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memory.backends import sqlite_partitions as sp
 from memory.backends import vector_index as vi
 from memory.backends.sqlite import SqliteBackend
 from memory.backends.sqlite_partitions import basis_path, load_basis, save_basis
@@ -222,6 +223,14 @@ def test_the_projection_basis_is_saved_reused_and_dropped_when_stale(tmp_path: P
     with SqliteBackend(path, embedding_model="test", dim=BDIM) as b:
         b.query(q)
         assert b._parts.basis_fits == 1
+    monkeypatch.setattr(sp, "FIT_RULE", sp.FIT_RULE + 1)  # fitted by an older head-size rule: fit again
+    save_basis(bp, tag, BDIM, saved[0], 600)
+    monkeypatch.setattr(sp, "FIT_RULE", sp.FIT_RULE - 1)
+    assert load_basis(bp, tag, BDIM) is None
+    with SqliteBackend(path, embedding_model="test", dim=BDIM) as b:
+        assert [h.record.id for h in b.query(q)] == exact
+        assert b._parts.basis_fits == 1
+    assert load_basis(bp, tag, BDIM) is not None
 
 
 _OTHER = textwrap.dedent(

@@ -129,3 +129,132 @@ def test_head_size_follows_the_data(small_thresholds: None) -> None:
     current = _fill(flat, rng.standard_normal((6_000, DIM)).astype(np.float32))
     _check(flat, current, rng.standard_normal((3, DIM)).astype(np.float32), ks=(10,))
     assert flat._basis is None and flat.last_plan == "full"
+
+
+def _near_duplicates(rng: np.random.Generator, n: int, copies: int = 8) -> np.ndarray:
+    """Like the 1M bench store: each structured vector ``copies`` times with Gaussian noise."""
+    base = _structured(rng, -(-n // copies))
+    v = np.concatenate([base + rng.normal(0, 0.05, base.shape) for _ in range(copies)])[:n].astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _left_out(idx: VectorIndex, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(query, row): the row is the unit vector along what the query's first stage leaves out.
+
+    The query is half in the first stage's directions, half outside, so the row scores ~0.71
+    (among the best in the store) while its first-stage score is 0: only the bound on the
+    left-out part can find it, and a search with a stale left-out norm for it misses it."""
+    basis = idx._basis
+    assert basis is not None
+    head = basis @ (basis.T @ _structured(rng, 1)[0])
+    left = rng.standard_normal(DIM).astype(np.float32)
+    left -= basis @ (basis.T @ left)
+    row = left / np.linalg.norm(left)
+    q = head / np.linalg.norm(head) + row
+    return (q / np.linalg.norm(q)).astype(np.float32), row.astype(np.float32)
+
+
+def test_many_namespaces_stay_exact_through_writes_between_searches(small_thresholds: None) -> None:
+    """300 namespaces of ~70 near-duplicate rows: the sampled candidate threshold (_top_m above
+    64 x 256 rows), the cached left-out norms (_selection) and the grouped exact pass (_exact)
+    must give the brute-force top-k, also after writes that change the cached blocks."""
+    rng = np.random.default_rng(8)
+    idx = VectorIndex(DIM, head_dims=16)
+    vecs = _near_duplicates(rng, 21_000)
+    current = _fill(idx, vecs, users=300)
+    queries = np.concatenate([_structured(rng, 4), vecs[rng.choice(len(vecs), 3)]])
+    _check(idx, current, queries, ks=(1, 10, 50))
+    assert idx.last_plan == "two-stage" and idx._sel_cache is not None
+    cached = idx._sel_cache[1]
+    _check(idx, current, queries[:1], ks=(10,))
+    assert idx._sel_cache[1] is cached  # nothing changed: reused
+    every = idx.matching([("bench",)])
+    # An update in place, a new row, a move to another namespace: each one found by its query.
+    for rid, users in ((123, 123 % 300), (50_000, 7), (456, (456 + 1) % 300)):
+        q, row = _left_out(idx, rng)
+        idx.add(rid, ("bench", f"u{users}"), row)
+        current[rid] = row
+        got, _ = idx.search(every, q, 10)
+        assert rid in got.tolist() and idx.last_plan == "two-stage"
+        _check(idx, current, q[None, :], ks=(1, 10))
+    idx.remove(50_000)  # a delete moves the block's last row into the hole
+    del current[50_000]
+    _check(idx, current, queries[:3], ks=(1, 10))
+    assert idx._sel_cache[1] is not cached
+
+
+def test_head_stops_where_the_spectrum_turns_flat(small_thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """12 strong directions over a flat floor holding ~15% of the energy (like the 1M bench
+    store's noise): 90% of the energy needs 29 directions, the knee keeps 12 (16 rounded)."""
+    rng = np.random.default_rng(9)
+    basis = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0]
+    coef = rng.standard_normal((6_000, DIM)) * np.r_[np.full(12, 1.0), np.full(DIM - 12, 0.2)]
+    vecs = (coef @ basis.T).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    fitted = vi.fit_basis(vecs, DIM)
+    assert fitted is not None and fitted.shape[1] == 16
+    monkeypatch.setattr(vi, "HEAD_KNEE", 0.0)  # energy alone
+    assert vi.fit_basis(vecs, DIM).shape[1] == 32  # type: ignore[union-attr]
+    monkeypatch.undo()
+    monkeypatch.setattr(vi, "TWO_STAGE_MIN_ROWS", 2_000)
+    idx = VectorIndex(DIM)
+    current = _fill(idx, vecs, users=20)
+    _check(idx, current, np.concatenate([vecs[:3], rng.standard_normal((2, DIM)).astype(np.float32)]), ks=(1, 10))
+    assert idx._basis is not None and idx._basis.shape[1] == 16 and idx.last_plan.startswith("two-stage")
+
+
+def test_namespaces_loaded_as_one_arena_stay_exact(small_thresholds: None) -> None:
+    """Blocks that are views of one matrix (a large partition load) are searched through the
+    arena (memory.backends.vector_arena); writes move some of them out (mixed search), and the
+    result stays the brute-force top-k throughout."""
+    rng = np.random.default_rng(10)
+    vecs = _near_duplicates(rng, 21_000)
+    users = 300
+    order = np.argsort(np.arange(len(vecs)) % users, kind="stable")  # grouped by namespace
+    arena = np.ascontiguousarray(vecs[order])
+    idx = VectorIndex(DIM, head_dims=16)
+    at = 0
+    for u in range(users):
+        rids = order[at : at + len(vecs) // users]
+        idx.add_block(("bench", f"u{u}"), rids, arena[at : at + len(rids)])
+        at += len(rids)
+    current = {int(r): vecs[r] for r in order[:at]}
+    queries = np.concatenate([_structured(rng, 3), vecs[rng.choice(len(vecs), 3)]])
+    _check(idx, current, queries, ks=(1, 10, 50))
+    sel = idx._sel_cache[1]  # type: ignore[index]
+    assert sel.plan is not None and not sel.outside and idx.last_plan == "two-stage"
+    assert idx._blocks[("bench", "u0")].proj.base is sel.plan.proj  # type: ignore[union-attr]
+    every = idx.matching([("bench",)])
+    for step, (rid, u) in enumerate(((5, 5), (70_000, 8), (306, 7), (900, 0))):
+        q, row = _left_out(idx, rng)  # found only through the bound on the left-out part
+        idx.add(rid, ("bench", f"u{u}"), row)  # update in place, new row (block grows), moves
+        current[rid] = row
+        got, _ = idx.search(every, q, 10)
+        assert rid in got.tolist() and idx.last_plan == "two-stage", step
+        _check(idx, current, q[None, :], ks=(1, 10))
+    sel = idx._sel_cache[1]  # type: ignore[index]
+    assert sel.plan is not None and 1 <= len(sel.outside) <= 4  # the grown blocks left the arena
+    for rid in list(current)[:50]:  # deletes swap rows inside the arena's views
+        idx.remove(rid)
+        del current[rid]
+    for u in range(0, 40):  # evicted namespaces: their arena rows are no longer searched
+        for r in idx._blocks[("bench", f"u{u}")].rids[: idx._blocks[("bench", f"u{u}")].n].tolist():
+            current.pop(int(r), None)
+        idx.drop_block(("bench", f"u{u}"))
+    _check(idx, current, queries, ks=(1, 10))
+    assert idx._sel_cache[1].plan is not None  # type: ignore[index]
+    few = {r: v for r, v in current.items() if any(idx._where[r][0] == ("bench", f"u{u}") for u in (50, 51))}
+    for q in queries[:2]:  # a small part of the arena: searched block by block
+        rids, _ = idx.search([("bench", "u50"), ("bench", "u51")], q, 5)
+        assert rids.tolist() == _truth(few, q, 5)[0]
+    # Evicting most of the arena's namespaces copies the rest out, so the arena can be freed.
+    arena_ref = __import__("weakref").ref(arena)
+    del arena, sel  # the test's own references
+    kept = [("bench", f"u{u}") for u in range(40, users) if ("bench", f"u{u}") in idx._blocks]
+    for ns in kept[: len(kept) // 2 + 20]:
+        for r in idx._blocks[ns].rids[: idx._blocks[ns].n].tolist():
+            current.pop(int(r), None)
+        idx.drop_block(ns)
+    assert all(vi.vector_arena.arena_of(b.vecs) is None for b in idx._blocks.values())
+    assert arena_ref() is None  # nothing holds it any more
+    _check(idx, current, queries, ks=(1, 10))
