@@ -106,7 +106,7 @@ def test_judge_verdicts_use_the_linear_part(judge):
     trees_only = replace(judge.model, linear=None)
     x = judge.model.vector(feats)
     assert judge(a, b).p_same == pytest.approx(judge.model.p_same(x, pv))
-    assert judge.model.p_same(x, pv) != pytest.approx(trees_only.p_same(x), abs=1e-4)
+    assert judge.model.p_same(x, pv) != pytest.approx(trees_only.p_same(x, pv), abs=1e-4)
 
 
 def test_a_broken_model_file_is_a_clear_config_error(tmp_path):
@@ -132,10 +132,10 @@ def test_unsure_band_is_in_log_odds_around_the_threshold():
 def test_exported_trees_reproduce_scikit_learn():
     sklearn = pytest.importorskip("sklearn")  # a test extra: the package itself needs numpy only
     del sklearn
-    from memctl.tune_judge import export, fit, scores
+    from memctl.tune_judge import MODEL_FEATURES, export, fit, scores
 
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(300, len(FEATURES)))
+    x = rng.normal(size=(300, len(MODEL_FEATURES)))
     y = (x[:, 0] + 0.5 * x[:, 3] * x[:, 7] > 0).astype(int)
     clf = fit(x, y, None, 3, 40)
     model = export(clf, 0.5, {})
@@ -144,14 +144,14 @@ def test_exported_trees_reproduce_scikit_learn():
 
 def test_exported_trees_and_linear_part_reproduce_scikit_learn(tmp_path):
     pytest.importorskip("sklearn")
-    from memctl.tune_judge import export, fit_both, scores
+    from memctl.tune_judge import MODEL_FEATURES, export, fit_both, scores
 
     rng = np.random.default_rng(2)
-    x = rng.normal(size=(300, len(FEATURES)))
+    x = rng.normal(size=(300, len(MODEL_FEATURES)))
     v = rng.normal(size=(300, 16))
     y = (x[:, 0] + v[:, 1] > 0).astype(int)
     fitted = fit_both(x, v, y, np.ones(300), 3, 40)
-    model = export(fitted.clf, 0.5, {}, fitted.linear)
+    model = export(fitted.clf, 0.5, {}, fitted.linear, fitted.projection)
     assert np.allclose(scores(model, x[:60], v[:60]), scores(fitted, x[:60], v[:60]), atol=1e-6)
     p = tmp_path / "m.json"
     p.write_text(json.dumps(model.to_json()))
@@ -161,6 +161,49 @@ def test_exported_trees_and_linear_part_reproduce_scikit_learn(tmp_path):
     assert again.linear.log_odds(x[0], v[0]) == pytest.approx(fitted.linear.log_odds(x[0], v[0]), abs=1e-6)
     # The linear part sees the pair vector: the label depends on v[:, 1] and the trees never see it.
     assert abs(fitted.linear.weights[1]) > 3 * np.median(np.abs(fitted.linear.weights[:16]))
+
+
+def test_the_trees_read_the_projected_pair_vector():
+    # The shipped trees split on principal directions of the pair vector (tree inputs after the
+    # named features): moving the pair vector along one of them changes the trees' own log-odds.
+    m = default_model()
+    assert m.projection is not None and m.projection.components.shape[1] == m.projection.mean.shape[0]
+    n = len(m.features)
+    used = {int(f) for t in m.trees for f in t[:, 0] if f >= n}
+    assert used, "no tree splits on the projection"
+    trees_only = replace(m, linear=None)
+    x = np.zeros(n)
+    pv = m.projection.mean.copy()
+    with pytest.raises(ValueError, match="pair vector"):
+        trees_only.p_same(x)
+    with pytest.raises(InvalidConfig, match="refit"):
+        trees_only.p_same(x, np.zeros(3))
+    k = min(used) - n
+    moved = [trees_only.log_odds(x, pv + s * m.projection.components[k]) for s in (-1.0, -0.3, 0.3, 1.0)]
+    assert max(moved) - min(moved) > 1e-3
+
+
+def test_exported_projection_reproduces_scikit_learn(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn")
+    from memctl import tune_judge
+
+    monkeypatch.setattr(tune_judge, "PROJECTION_DIMS", 3)
+    rng = np.random.default_rng(3)
+    n = len(tune_judge.MODEL_FEATURES)
+    x = rng.normal(size=(400, n))
+    v = rng.normal(size=(400, 12))
+    v[:, 0] *= 4.0  # the top principal direction; the label depends on it and on a feature jointly
+    y = ((v[:, 0] > 0) & (x[:, 2] > -0.5)).astype(int)
+    fitted = tune_judge.fit_both(x, v, y, np.ones(400), 3, 40)
+    assert fitted.projection is not None and abs(fitted.projection.components[0, 0]) > 0.9
+    model = tune_judge.export(fitted.clf, 0.5, {}, fitted.linear, fitted.projection)
+    assert np.allclose(tune_judge.scores(model, x[:60], v[:60]), tune_judge.scores(fitted, x[:60], v[:60]), atol=1e-6)
+    assert any(int(f) >= n for t in model.trees for f in t[:, 0]), "the trees use the projection"
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(model.to_json()))
+    again = TreeModel.load(p)
+    assert again.projection is not None
+    assert np.allclose(again.projection(v[0]), fitted.projection(v[0]), atol=1e-6)
 
 
 # ---------------------------------------------------------------------------- write-latency work
