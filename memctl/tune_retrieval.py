@@ -235,7 +235,8 @@ def fit_loso(emb: DiskCachedEmbedder) -> dict[str, Any]:
         outs.append(by_set[held])
         print(f"fit without {held}: {upd} -> {held} R@5 {by_set[held]['R@5']:.3f} R@10 {by_set[held]['R@10']:.3f} "
               f"MRR {by_set[held]['MRR']:.3f}", flush=True)
-    print("out of set, average:", " ".join(f"{m} {sum(o[m] for o in outs) / len(outs):.3f}" for m in ("R@5", "R@10", "MRR")))
+    avg = {m: sum(o[m] for o in outs) / len(outs) for m in ("R@5", "R@10", "MRR")}
+    print("out of set, average:", " ".join(f"{m} {v:.3f}" for m, v in avg.items()))
     upd, by_set, nr = max(ok, key=lambda r: sum(obj(r[1][k]) for k in sets))
     print("best on all three:", upd, " | ".join(f"{k} {v['R@5']:.3f}/{v['MRR']:.3f}" for k, v in by_set.items()),
           f"| notes {nr['R@5']:.3f}/{nr['MRR']:.3f}")
@@ -248,7 +249,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="pickle file for cached embeddings")
     ap.add_argument("--stage", choices=("all", "fusion", "slot", "loso"), default="all",
                     help="fusion: only fit language_fusion / vector_weight / bm25_k; slot: only slot_bonus; "
-                    "loso: vector_shift / keyword_cap / slot_bonus leave-one-set-out on the zh/en sets (see the docstring)")
+                    "loso: vector_shift / keyword_cap / slot_bonus leave-one-set-out on the zh/en sets "
+                    "(see the docstring)")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.stage == "fusion":

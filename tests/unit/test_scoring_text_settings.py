@@ -16,7 +16,7 @@ from memory.errors import InvalidConfig, InvalidNamespace
 from memory.namespace import is_prefix, parse_namespace, parse_namespaces
 from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
 from memory.settings import MemorySettings, ScoringSettings
-from memory.text import fts_document, keyword_terms, fts_query, tokenize
+from memory.text import fts_document, fts_query, keyword_terms, tokenize
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
