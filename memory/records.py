@@ -230,10 +230,11 @@ class SearchHit:
 
 
 CONTENT_TERM_WEIGHT = 3  # see index_text
-# Bump whenever index_text or memory.text.tokenize changes the terms a record is indexed under:
+# Bump whenever index_text or memory.text.keyword_terms changes the terms a record is indexed under:
 # the SQLite backend re-tokenizes a file written under another version when it opens it, so old
 # and new rows are scored on the same terms. 2: content repeated CONTENT_TERM_WEIGHT times.
-INDEX_TEXT_VERSION = 2
+# 3: Chinese unigrams next to the bigrams (memory.text.keyword_terms).
+INDEX_TEXT_VERSION = 3
 
 
 def index_text(r: MemoryRecord) -> str:

@@ -49,6 +49,12 @@ class ScoringSettings(BaseModel):
     language_fusion: bool = Field(
         True, description="keyword evidence counts only among memories in the query's script; the others get "
         "the keyword part their vector score earns among those (memory.scoring)")
+    vector_shift: float = Field(
+        0.75, ge=0, le=1, description="language fusion: vector_weight moves this far towards 1, times the share of "
+        "candidates in another script than the question (memory.scoring.mixed_script_fusion)")
+    keyword_cap: float = Field(
+        0.15, ge=0, description="language fusion, candidates in another script than the question: keywords lift "
+        "sim at most this far above the vector score")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")

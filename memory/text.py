@@ -10,6 +10,16 @@ as space-separated terms:
   is kept as a unigram. Bigrams are the usual dictionary-free choice for Chinese retrieval.
 * Kana and Hangul runs are treated like Han.
 
+The keyword index (:func:`keyword_terms`: FTS5 documents and queries, Qdrant's sparse vectors)
+adds the content characters of each CJK run as unigrams to those bigrams. A question and the
+memory that answers it often share characters but few bigrams ("周六几点开门" vs "星期六 9 点
+营业"), and a bigram across a word boundary ("里的", "么时") matches noise; unigrams give BM25 a
+softer match whose IDF stays low for common characters. Chosen out of set against bigrams only
+and jieba words on the three zh/en sets (zh_en, zh_en_2, zh_en_3), with the fusion unchanged:
+zh->zh MRR .899 / .621 / .824 -> .906 / .662 / .894, all MRR .838 / .589 / .625 -> .831 / .592 /
+.652; jieba words came close on zh->zh but lost cross-language questions, and take ~1.4 s to
+load. :func:`tokenize` itself is unchanged: the write policy's features are computed on it.
+
 Everything here is pure and deterministic, so both backends rank alike.
 """
 
@@ -98,9 +108,30 @@ def tokenize(text: str) -> list[str]:
     return terms
 
 
+# Characters that never carry a topic as unigrams of the keyword index (bigrams keep them).
+_ZH_INDEX_STOP = _ZH_STOP_UNIGRAMS | frozenset("呀哦嘛着过得地")
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The terms a text is keyword-indexed and searched under: :func:`tokenize`, plus the
+    content characters of every CJK run of two or more characters as unigrams (module docstring).
+    """
+    terms = tokenize(text)
+    if text.isascii():
+        return terms
+    for match in _CJK_RUN_RE.finditer(unicodedata.normalize("NFKC", text).lower()):
+        run = match.group()
+        if len(run) > 1:
+            terms.extend(c for c in run if c not in _ZH_INDEX_STOP)
+    return terms
+
+
+_CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+
+
 def fts_document(text: str) -> str:
     """The string stored in the FTS5 column: terms separated by spaces."""
-    return " ".join(tokenize(text))
+    return " ".join(keyword_terms(text))
 
 
 def fts_query(text: str) -> str | None:
@@ -108,7 +139,7 @@ def fts_query(text: str) -> str | None:
 
     Each term is double-quoted so FTS5 never reads it as syntax (AND, NEAR, column filters).
     """
-    seen = dict.fromkeys(tokenize(text))
+    seen = dict.fromkeys(keyword_terms(text))
     if not seen:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)

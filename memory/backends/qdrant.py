@@ -9,7 +9,7 @@
   keyword match and ``u1`` never matches ``u12``), content, metadata (as JSON for an exact round
   trip, plus indexed copies of ``type``/``source``/``agent``/``tags``/``extra``) and timestamps
   as epoch floats.
-* Keywords: the same :func:`memory.text.tokenize` the SQLite backend feeds to FTS5. Each term
+* Keywords: the same :func:`memory.text.keyword_terms` the SQLite backend feeds to FTS5. Each term
   becomes a sparse index (blake2b, 4 bytes); the value is BM25's term-frequency part with
   FTS5's constants (k1=1.2, b=0.75) and a running average document length kept in the
   collection metadata (an estimate: replaced and deleted documents are not subtracted).

@@ -2,7 +2,7 @@
 
 Pure functions of records, texts and filters (no client); :mod:`memory.backends.qdrant` and
 :mod:`memory.backends.qdrant_collection` build on them. The sparse vectors are BM25's document
-side with FTS5's constants, from the same :func:`memory.text.tokenize` the SQLite backend feeds
+side with FTS5's constants, from the same :func:`memory.text.keyword_terms` the SQLite backend feeds
 to FTS5, so both backends score keywords alike.
 """
 
@@ -22,7 +22,7 @@ from qdrant_client import models as qm
 
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import MemoryMetadata, MemoryRecord, as_utc
-from memory.text import tokenize
+from memory.text import keyword_terms
 
 DENSE = "dense"
 SPARSE = "keywords"
@@ -66,7 +66,7 @@ def term_index(term: str) -> int:
 
 def term_counts(text: str) -> tuple[dict[int, int], int]:
     """Term frequencies by sparse index, and the document length in terms."""
-    terms = tokenize(text)
+    terms = keyword_terms(text)
     return dict(Counter(term_index(t) for t in terms)), len(terms)
 
 
@@ -81,7 +81,7 @@ def query_sparse(text: str | None) -> qm.SparseVector | None:
     """Distinct query terms with weight 1 (FTS5 ORs distinct terms), or None if there are none."""
     if not text:
         return None
-    idx = sorted({term_index(t) for t in tokenize(text)})
+    idx = sorted({term_index(t) for t in keyword_terms(text)})
     return qm.SparseVector(indices=idx, values=[1.0] * len(idx)) if idx else None
 
 

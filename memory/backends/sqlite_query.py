@@ -23,7 +23,7 @@ from memory.backends.vector_index import VectorIndex
 from memory.filters import matches
 from memory.namespace import Namespace
 from memory.records import MemoryQuery, MemoryRecord, ScoredMemory
-from memory.text import tokenize
+from memory.text import keyword_terms
 
 
 class QueryMixin:
@@ -80,7 +80,7 @@ class QueryMixin:
 
     def _query_terms(self, text: str) -> tuple[list[str], dict[str, int]]:
         """Distinct query terms worth scoring, and their document frequencies."""
-        terms = list(dict.fromkeys(tokenize(text)))
+        terms = list(dict.fromkeys(keyword_terms(text)))
         df, total, _ = self._kw_stats(terms)
         if total >= self.PRUNE_MIN_ROWS and len(terms) > self.PRUNE_KEEP:
             present = sorted((t for t in terms if t in df), key=lambda t: df[t])

@@ -10,7 +10,7 @@ import pytest
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite import SqliteBackend
 from memory.backends.sqlite_schema import ns_term
-from memory.records import MemoryRecord
+from memory.records import INDEX_TEXT_VERSION, MemoryRecord
 from memory.text import fts_query
 
 WORDS = ("chart report sales revenue quarter region north south bar line pie weekly monthly "
@@ -138,7 +138,8 @@ def test_a_file_indexed_under_an_older_index_text_version_is_retokenized_on_open
         assert [r for r, _ in b._keyword(blocks, "walrus")] and not b._keyword(blocks, "stale")
         terms = b._conn.execute("SELECT terms FROM memories_fts").fetchone()[0].split()
         assert terms.count("walrus") == 3 and terms.count("seal") == 1  # content x3, context x1
-        assert b._conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()[0] == "2"
+        assert b._conn.execute("SELECT value FROM meta WHERE key = 'index_text_version'").fetchone()[0] \
+            == str(INDEX_TEXT_VERSION)
         other._sync()
         assert [r for r, _ in other._keyword(blocks, "walrus")] and not other._keyword(blocks, "stale")
     finally:

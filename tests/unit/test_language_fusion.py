@@ -97,3 +97,37 @@ def test_keyword_only_search_imputes_nothing():
     by_id = {h.record.id: h.breakdown for h in hits}
     assert by_id["zh"].keyword == 0.0 and by_id["zh"].sim == 0.0
     assert hits[0].record.id == "en_weak"
+
+
+def test_mixed_script_candidates_shift_weight_to_vectors_and_cap_keywords():
+    # Every candidate visible (a one-script store): nothing changes.
+    assert scoring.mixed_script_fusion(0.6, [1.0, 1.0], 0.75, 0.15) == (0.6, None)
+    assert scoring.mixed_script_fusion(0.6, [], 0.75, 0.15) == (0.6, None)
+    # Half the candidates invisible: vector_weight moves .75 * .5 of the way to 1, and a cap.
+    wv, cap = scoring.mixed_script_fusion(0.6, [1.0, 0.0, 1.0, 0.0], 0.75, 0.15)
+    assert wv == pytest.approx(0.6 + 0.4 * 0.375) and cap == 0.15
+    assert scoring.mixed_script_fusion(0.6, [1.0, 0.0], 0.0, 0.15) == (0.6, 0.15)
+
+
+def test_weak_keyword_match_cannot_pass_a_strong_vector_match_in_a_mixed_store():
+    # A Chinese question in a zh/en store. The answer (vector .58) shares one bigram with it; a
+    # Chinese memory about something else shares many (vector .30, the best BM25 by far). Plain
+    # weights let the keyword match win (sim .55 vs the answer's vector floor .464); with a third
+    # of the candidates in English the vector weight rises to .7 (.487) and keywords lift sim at
+    # most .15 above the vector score (.45), so the vector order stands.
+    q = "现在报表里的金额用什么单位？"
+    cands = [ScoredMemory(_rec("answer", "Fang: 以后金额改成人民币百万元，保留一位小数。"), 0.58, 1.0),
+             ScoredMemory(_rec("zh_noise", "Fang: 报表里的金额栏要加粗，单位栏放在右边。"), 0.30, 12.0),
+             ScoredMemory(_rec("en", "Fang: I go hiking on weekends."), 0.20, 0.0)]
+    hits = scoring.score_candidates(cands, NOW, ScoringSettings(), q)
+    assert hits[0].record.id == "answer"
+    by_id = {h.record.id: h.breakdown for h in hits}
+    assert by_id["zh_noise"].sim == pytest.approx(0.30 + 0.15)
+    assert by_id["answer"].sim == pytest.approx(0.8 * 0.58)  # vector_floor
+    # Either constant off (cap 1 = none, shift 0 = vector_weight as set): the keyword match wins.
+    assert scoring.score_candidates(cands, NOW, ScoringSettings(keyword_cap=1.0), q)[0].record.id == "zh_noise"
+    plain = ScoringSettings(keyword_cap=1.0, vector_shift=0.0)
+    assert scoring.score_candidates(cands, NOW, plain, q)[0].record.id == "zh_noise"
+    # One script only (no English candidate): neither applies.
+    same = scoring.score_candidates(cands[:2], NOW, ScoringSettings(), q)
+    assert same[0].record.id == "zh_noise"

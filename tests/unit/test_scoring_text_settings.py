@@ -16,7 +16,7 @@ from memory.errors import InvalidConfig, InvalidNamespace
 from memory.namespace import is_prefix, parse_namespace, parse_namespaces
 from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
 from memory.settings import MemorySettings, ScoringSettings
-from memory.text import fts_query, tokenize
+from memory.text import fts_document, fts_query, keyword_terms, tokenize
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -77,6 +77,16 @@ def test_tokenizer_english_and_chinese():
     assert tokenize("的") == []  # lone function character
     assert tokenize("猫") == ["猫"]
     assert "咖啡" in tokenize("把咖啡 revenue 按 region 汇总")
+
+
+def test_keyword_terms_add_chinese_unigrams_to_the_bigrams():
+    # The keyword index (FTS5 documents and queries, Qdrant's sparse vectors) also holds the
+    # content characters of each CJK run, so "周六几点开门" meets "星期六九点营业" on 六 and 点.
+    assert keyword_terms("我喜欢喝咖啡") == ["我喜", "喜欢", "欢喝", "喝咖", "咖啡", "喜", "欢", "喝", "咖", "啡"]
+    assert keyword_terms("The reports were running") == tokenize("The reports were running")
+    assert keyword_terms("猫") == ["猫"]  # a lone character is already a unigram
+    assert "六" in keyword_terms("周六几点开门") and "六" in keyword_terms("星期六九点营业")
+    assert '"六"' in fts_query("周六几点开门") and fts_document("GMV口径").split() == ["gmv", "口径", "口", "径"]
 
 
 def test_fts_query_quotes_everything():
