@@ -145,3 +145,27 @@ def test_a_file_indexed_under_an_older_index_text_version_is_retokenized_on_open
     finally:
         b.close()
         other.close()
+
+
+def test_the_one_time_retokenisation_covers_every_row_across_batches(tmp_path, monkeypatch) -> None:
+    """The re-index reads rows in batches (bounded memory at 1M rows); no row may be skipped at a
+    batch boundary, also with gaps in the row ids left by deletes."""
+    from memory.backends import sqlite_sync
+
+    path = tmp_path / "old.sqlite"
+    b = SqliteBackend(path, embedding_model="test", dim=4)
+    recs = [MemoryRecord(id=f"m{i}", namespace=("facts", "u1"), content=f"walrus{i} colony") for i in range(7)]
+    b.upsert(recs, np.ones((7, 4), dtype=np.float32))
+    b.delete([recs[2].id, recs[3].id])  # a gap in the row ids
+    b._conn.execute("UPDATE memories_fts SET terms = 'stale'")
+    b._conn.execute("UPDATE meta SET value = '1' WHERE key = 'index_text_version'")
+    b.close()
+    monkeypatch.setattr(sqlite_sync, "REINDEX_BATCH", 2)
+    b = SqliteBackend(path, embedding_model="test", dim=4)
+    try:
+        terms = [t for (t,) in b._conn.execute("SELECT terms FROM memories_fts")]
+        assert len(terms) == 5 and all("stale" not in t.split() for t in terms)
+        assert sorted(int(next(w for w in t.split() if w.startswith("walrus"))[6:]) for t in terms) \
+            == [0, 1, 4, 5, 6]
+    finally:
+        b.close()
