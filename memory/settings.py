@@ -71,7 +71,9 @@ class ScoringSettings(BaseModel):
     # Query-time bonuses from memory.query (added to the score; 0 turns one off).
     window_bonus: float = Field(0.3, ge=0, description="memory written in the date window the question names")
     time_bonus: float = Field(0.2, ge=0, description="'when' questions: memory states a time")
-    current_bonus: float = Field(0.05, ge=0, description="'now/现在' questions: newest candidate (scaled by age)")
+    current_bonus: float = Field(
+        0.3, ge=0, description="'now/现在' questions: newest candidate (scaled by age and by sim over the best "
+        "candidate's sim; fitted: tune_retrieval --stage current)")
     speaker_bonus: float = Field(0.2, ge=0, description="memory said by the speaker the question names (extra.speaker)")
     slot_bonus: float = Field(
         0.3, ge=0, description="'now/目前' questions: the newer of two relevant memories stating the same slot "

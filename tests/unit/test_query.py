@@ -98,6 +98,9 @@ def test_relative_dates_resolve_against_now(question, days_back):
     ("Which currency should the Southeast Asia dashboards use now?", False, True),
     ("现在报表里的金额该用什么单位展示？", False, True),
     ("What is the know-how here?", False, False),  # "now" only as a whole word
+    ("Who looks after event tracking nowadays?", False, True),
+    ("What's North China's on-time rate target at this point?", False, True),
+    ("眼下华东区的数据该找谁对接?", False, True),
 ])
 def test_question_intent(question, wants_time, wants_current):
     p = plan_query(question, NOW)
@@ -154,6 +157,22 @@ def test_window_time_and_current_bonuses():
             hit("new", "金额改用元", sim=0.58, created=d(2023, 6, 1))]
     assert ids(rerank(unit, plan_query("金额现在用什么单位？", NOW), RerankWeights())) == ["new", "old"]
     assert ids(rerank(unit, plan_query("金额用什么单位？", NOW), RerankWeights())) == ["old", "new"]
+
+
+def test_current_bonus_is_scaled_by_relevance():
+    # The newest candidate barely matches the question: the recency bonus of a "now" question is
+    # scaled by its sim over the best one's, so it no longer jumps an older relevant memory (the
+    # unscaled bonus lifted unrelated new memories as much as the update and pushed evidence out
+    # of the top 5 on the zh/en sets).
+    q = plan_query("What's the weekly report deadline now?", NOW)
+    hits = [hit("old", "Weekly report due Monday 10:00", sim=0.60, created=d(2023, 1, 1)),
+            SearchHit(hit("noise", "Off to five-a-side, Thursdays are sacred", sim=0.10, created=d(2023, 6, 1)).record,
+                      ScoreBreakdown(sim=0.10, vector=0.10, keyword=0.0, decay=1.0, boost=0.0, score=0.45))]
+    assert ids(rerank(hits, q, RerankWeights())) == ["old", "noise"]
+    assert ids(rerank(hits, q, RerankWeights(current_by_sim=False))) == ["noise", "old"]
+    # ... while a relevant update still overtakes the older statement.
+    upd = hits + [hit("new", "Weekly report now due Tuesday", sim=0.45, created=d(2023, 5, 1))]
+    assert ids(rerank(upd, q, RerankWeights()))[0] == "new"
 
 
 def test_bonuses_off_and_irrelevant_hits_untouched():
