@@ -1,4 +1,5 @@
-"""Sanity checks for the zh_en_4 retrieval set: run `python tests/data/zh_en_4/validate.py`.
+"""Sanity checks for a zh/en retrieval set: `python tests/data/validate_zh_en.py tests/data/zh_en_3`
+(written for zh_en_3; zh_en_4 and zh_en_5 were checked with the same rules).
 
 Checks the schema, that every evidence id exists in its conversation, the per-category counts, that
 each category's language matches its name, and that no question copies a 4-character Chinese span or a
@@ -16,7 +17,8 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-HERE = Path(__file__).parent
+# The set to check: its folder as the first argument (zh_en_3 when none is given).
+HERE = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "zh_en_3"
 CATEGORIES = ("en-en", "zh-zh", "en->zh", "zh->en", "mixed", "current")
 TURN_KEYS = {
     "conversation_id",
