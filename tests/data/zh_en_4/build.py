@@ -6,7 +6,7 @@ Source format (one conversation per file, UTF-8):
   @session 2025-03-03T09:30|9:30 am on 3 March, 2025
   U|text  or  A|text      a user / assistant turn; U:key|text gives the turn a key for questions
   ?key[,key2]|category|question|answer
-Run `python tests/data/zh_en_4/build.py` then `python tests/data/zh_en_4/validate.py`.
+Run `python tests/data/zh_en_4/build.py` then `python tests/data/validate_zh_en.py tests/data/zh_en_4`.
 """
 
 from __future__ import annotations
