@@ -41,10 +41,12 @@ class QueryMixin:
     # user's profile and definitions are candidates of nearly every search), and parsing a
     # row (JSON metadata, timestamps) costs more than finding it. Entries are dropped whenever
     # the row changes here or in another process (see _sync), so the cache is never stale.
-    # A parsed record costs ~3 KB of private heap, so 8,192 of them held ~24 MB in every
-    # process of a long-lived worker pool; at 100k rows warm scoped and unscoped search were as
-    # fast with 1,024 (or 256) as with 8,192 (README, "memory per process"), so 1,024.
-    RECORD_CACHE = 1024
+    # A parsed record costs ~3 KB of private heap, so 8,192 of them hold ~24 MB in every
+    # process of a long-lived worker pool. Single searches at 100k were as fast with 1,024, but the
+    # Supervisor's pre node (several namespaces per handoff, the same users again and again) was
+    # not: handoff p95 at 100k 26.9-35.5 ms with 1,024 vs 18.3-20.3 ms with 8,192 (same code, runs
+    # alternated, load ~0.9), so latency wins over the 21 MB.
+    RECORD_CACHE = 8192
 
     def _fetch_rids(self, rids: Sequence[int] | set[int], now: float) -> dict[int, MemoryRecord]:
         out: dict[int, MemoryRecord] = {}
