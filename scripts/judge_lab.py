@@ -173,14 +173,21 @@ def extra_wordllama(ps: list[dict[str, Any]]) -> tuple[np.ndarray, list[str]]:
     return np.array(rows), ["cos_wl", "cos_wl_masked"]
 
 
+
+def load_cache(extra_suffix: str) -> dict:
+    """The cached features, with the extra columns saved under ``extra_suffix`` when present."""
+    d = pickle.loads(CACHE.read_bytes())
+    xp = CACHE.with_suffix(extra_suffix)
+    if xp.exists():
+        d.update(pickle.loads(xp.read_bytes()))
+    return d
+
 def main(argv: list[str]) -> None:
     if argv[0] == "cache":
         make_cache()
         return
-    d = pickle.loads(CACHE.read_bytes())
-    xp = CACHE.with_suffix(".x.pkl")
-    if xp.exists():
-        d.update(pickle.loads(xp.read_bytes()))
+    d = load_cache(".x.pkl")
+    xp = CACHE.with_suffix(".x.pkl")  # extra columns computed here are saved back for the next run
     t0 = time.time()
     for what in argv[1].split(","):
         dd = d

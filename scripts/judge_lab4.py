@@ -330,10 +330,8 @@ def fit_wl(k: int, n_use: int) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    d = pickle.loads(jl.CACHE.read_bytes())
-    xp = jl.CACHE.with_suffix(".x4.pkl")
-    if xp.exists():
-        d.update(pickle.loads(xp.read_bytes()))
+    d = jl.load_cache(".x4.pkl")
+    xp = jl.CACHE.with_suffix(".x4.pkl")  # extra columns computed here are saved back for the next run
     t0 = time.time()
     for what in argv[0].split(","):
         dd = d
