@@ -38,6 +38,11 @@ tuning .792 / .845 / .627 -> .796 / .854 / .634 (MRR +.007, below the +.02 the b
 multi-hop R@5 -4 questions) and the zh/en sets' MRR by +.009 to +.032, but zh_en_5 lost 3
 current-value questions at R@5 (MRR .715 -> .642) and en->zh MRR fell on zh_en_4 (-.029) and
 zh_en_5 (-.044). So the channel was not built into the product.
+
+Held out, run once with FIXED (``heldout``): LoCoMo held-out half hybrid .763 / .822 / .598 ->
+hybrid+e5 .776 / .843 / .608; zh_en_6 .878 / .961 / .738 -> .906 / .961 / .752 (en->zh MRR .743 -> .728).
+Cost (``cost``, load 4-6 on 2 cores): e5 query p50 36-39 ms vs USE-m3 2-6 ms; one memory 82-89 ms vs
+6-8 ms; an exact 100k x 384 scan 23-25 ms p50 on top of today's search.
 """
 
 from __future__ import annotations
