@@ -147,9 +147,12 @@ def _norm(text: str) -> str:
 def drop_duplicates(svc: MemoryService, records: Sequence[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
     """Records whose namespace does not already hold the same content (in the store or earlier)."""
     by_ns: dict[Namespace, set[str]] = {}
+    contents = getattr(svc.backend, "contents", None)  # SQLite: the texts alone, no records built
     for ns in {r.namespace for r in records}:
         have: set[str] = set()
-        if svc.backend.count(ns):
+        if callable(contents):
+            have = {_norm(c) for c in contents(ns)}
+        elif svc.backend.count(ns):
             for rec in svc.backend.scroll(ns, limit=10**12):
                 if rec.namespace == ns:
                     have.add(_norm(rec.content))
