@@ -61,10 +61,13 @@ def run_import(tree: Path, file: Path, store_dir: Path, base: Path | None, dedup
         for f in base.iterdir():
             if f.name.startswith("memory.sqlite") and not f.name.endswith(("-wal", "-shm")):
                 shutil.copy(f, store_dir / f.name)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMORY_PATH": str(store_dir / "memory.sqlite"),
-           "PYTHONPATH": str(tree.resolve())}
-    cmd = [sys.executable, "-m", "memctl.cli", "import", str(file), "--json",
-           "--dedupe" if dedupe else "--no-dedupe"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMORY_PATH": str(store_dir / "memory.sqlite")}
+    # -S: no .pth files, so an editable install's import hook cannot pull in another tree's
+    # `memory` (spawned embedding workers inherit -S and this sys.path).
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    boot = (f"import sys; sys.path[:0] = [{str(tree.resolve())!r}]; sys.path.append({site!r}); "
+            "from memctl.cli import app; app()")
+    cmd = [sys.executable, "-S", "-c", boot, "import", str(file), "--json", "--dedupe" if dedupe else "--no-dedupe"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     l0, t0 = load1(), time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
