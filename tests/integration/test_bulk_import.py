@@ -208,3 +208,21 @@ def test_dedupe_reads_contents_like_scroll(svc: MemoryService) -> None:
     slow = drop_duplicates(svc, recs)
     assert [r.content for r in fast[0]] == [r.content for r in slow[0]] == ["likes tea", "likes coffee"]
     assert fast[1] == slow[1] == 2
+
+
+def test_an_explicit_id_of_another_namespace_names_its_line_and_moves_nothing(svc: MemoryService,
+                                                                               tmp_path: Path) -> None:
+    """``memctl import`` validates with validate_jsonl: an id already used in another namespace
+    would move (overwrite) that memory, as ``write_many`` already refuses."""
+    kept = svc.write("User prefers bar charts", "user_profile/u1", id="m-u1")
+    f = tmp_path / "ids.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in [
+        {"content": "fine", "namespace": "user_profile/u2", "id": "new-1"},
+        {"content": "takes u1's id", "namespace": "user_profile/u2", "id": "m-u1"},
+    ]) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="ids.jsonl line 2: id 'm-u1' is already used"):
+        validate_jsonl(svc, f)
+    assert svc.get("m-u1") == kept and svc.count() == 1
+    f.write_text(json.dumps({"content": "an edit", "namespace": "user_profile/u1", "id": "m-u1"}) + "\n",
+                 encoding="utf-8")
+    assert [r.id for r in validate_jsonl(svc, f)] == ["m-u1"]  # its own namespace: a replacement
