@@ -25,6 +25,7 @@ Used only for bulk writes (:mod:`memory.bulk`); queries keep the package's own p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from itertools import chain
 from typing import Any
@@ -68,6 +69,7 @@ class BulkUSE:
         self._slot: np.ndarray | None = None  # token id -> cache row, -1 when not cached
         self._rows = np.zeros((0, _ROW), dtype=np.float32)
         self._used = 0
+        self._lock = threading.Lock()  # the cache is shared state: one embedding call at a time
 
     def _backend(self) -> Any:
         if self._b is None:
@@ -87,17 +89,19 @@ class BulkUSE:
 
     def load(self) -> None:
         """Load the model now (a bulk worker does it while the parent validates the file)."""
-        self._backend()
+        with self._lock:
+            self._backend()
 
     # ------------------------------------------------------------------ Embedder
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        b = self._backend()
-        limit = getattr(b, "_threadpool", None)
-        if limit is None:
-            return _normalise(self._encode(list(texts)))
-        # One BLAS thread: bulk embedding runs one process per core.
-        with limit(limits=1, user_api="blas"):
-            return _normalise(self._encode(list(texts)))
+        with self._lock:
+            b = self._backend()
+            limit = getattr(b, "_threadpool", None)
+            if limit is None:
+                return _normalise(self._encode(list(texts)))
+            # One BLAS thread: bulk embedding runs one process per core.
+            with limit(limits=1, user_api="blas"):
+                return _normalise(self._encode(list(texts)))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]

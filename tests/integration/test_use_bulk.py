@@ -57,3 +57,12 @@ def test_bulk_cache_is_bounded_and_reused(use) -> None:
     assert bulk._used <= 400 and len(bulk._rows) <= 401
     with pytest.raises(ValueError, match="max_tokens"):
         BulkUSE(use, max_tokens=10)
+
+
+def test_docstring_example_runs() -> None:
+    import doctest
+
+    import memory.use_bulk
+
+    result = doctest.testmod(memory.use_bulk)
+    assert result.attempted > 0 and result.failed == 0
