@@ -190,7 +190,7 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
     """Bulk import of a JSON Lines file (memory.bulk): validate every line, then write in batches."""
     import time
 
-    from memory.bulk import ImportReport, drop_duplicates, validate_jsonl, write_batches
+    from memory.bulk import ImportReport, count_lines, drop_duplicates, start_workers, validate_jsonl, write_batches
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
 
@@ -200,15 +200,23 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
         raise InvalidInput(f"--workers must be >= 1, got {workers}")
     t0 = time.perf_counter()
     with _manager() as mm:
-        records = validate_jsonl(mm.service, file, ns)  # raises on the first bad line: nothing written
-        report = ImportReport(lines=len(records))
-        if dedupe:
-            records, report.skipped_duplicates = drop_duplicates(mm.service, records)
+        # Embedding workers start (and load the model) while this process validates the file.
+        pool = None if dry_run else start_workers(mm.service, workers, -(-count_lines(file) // batch_size))
+        try:
+            records = validate_jsonl(mm.service, file, ns)  # raises on the first bad line: nothing written
+            report = ImportReport(lines=len(records))
+            if dedupe:
+                records, report.skipped_duplicates = drop_duplicates(mm.service, records)
+            if not dry_run and records:
+                with _progress() as bar:
+                    task = bar.add_task(f"import {file.name}", total=len(records))
+                    report.batches = write_batches(
+                        mm.service, records, batch_size=batch_size, workers=workers, pool=pool,
+                        progress=lambda done, _total: bar.update(task, completed=done))
+        finally:
+            if pool is not None:
+                pool.close()
         if not dry_run and records:
-            with _progress() as bar:
-                task = bar.add_task(f"import {file.name}", total=len(records))
-                report.batches = write_batches(mm.service, records, batch_size=batch_size, workers=workers,
-                                               progress=lambda done, _total: bar.update(task, completed=done))
             report.written = len(records)
             report.seconds = time.perf_counter() - t0
             mm.audit.record(AuditEvent(

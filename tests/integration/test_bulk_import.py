@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memory.backends.sqlite import SqliteBackend
@@ -101,3 +102,127 @@ def test_memctl_import_jsonl_end_to_end(tmp_path: Path) -> None:
     r = subprocess.run([*MEMCTL, "import", str(tmp_path / "MEMORY.md"), "--no-dedupe"], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and ".jsonl files only" in r.stderr
+
+
+# ---------------------------------------------------------------------------- same stored result
+def _lines() -> list[dict]:
+    """zh/en memories over 4 namespaces; some with retrieval context (embedded and indexed too)."""
+    base = ["prefers bar charts for weekly revenue", "以后报表金额都用万元为单位", "asked for GMV excluding refunds",
+            "张伟要求按地区的周营收", "Caroline went to a support group yesterday", "stopped using pie charts"]
+    out = []
+    for i in range(31):
+        line = {"id": f"b{i:03d}", "content": f"{base[i % len(base)]} (item {i})",
+                "namespace": f"{('user_profile', 'domain_facts')[i % 2]}/u{i % 3}",
+                "created_at": f"2026-01-{1 + i % 28:02d}T12:00:00Z", "metadata": {"source": "crm"}}
+        if i % 4 == 0:
+            line["metadata"] = {"context": f"the previous turn talked about region {i}"}
+        out.append(line)
+    return out
+
+
+def _stored(path: Path) -> tuple[list[tuple], dict[str, np.ndarray], list[tuple]]:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT id, ns, content, metadata, type, created_at, updated_at, expires_at "
+                            "FROM memories ORDER BY id").fetchall()
+        vecs = {i: np.frombuffer(v, dtype="<f4") for i, v in conn.execute("SELECT id, vector FROM memories")}
+        fts = conn.execute("SELECT m.id, f.nsk, f.terms FROM memories m JOIN memories_fts f ON f.rowid = m.rid "
+                           "ORDER BY m.id").fetchall()
+    finally:
+        conn.close()
+    return rows, vecs, fts
+
+
+def test_bulk_import_stores_what_the_plain_path_stores(tmp_path: Path, embedder) -> None:
+    """``memctl import`` with the embedding pipeline on (2 worker processes) and off (in-process),
+    both through the bulk forward pass (memory.use_bulk), against ``write_many`` without batches
+    (the service's own embedder, one transaction): the same rows, keyword postings and audit
+    details; vectors equal within float32 rounding (max abs difference < 2e-6; not bit-identical:
+    the bulk pass sums per-token products in another order)."""
+    from typer.testing import CliRunner
+
+    from memctl.cli import app
+    from memory.policy.manager import MemoryManager
+
+    lines = _lines()
+    f = tmp_path / "same.jsonl"
+    f.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+
+    plain = tmp_path / "plain.sqlite"
+    with MemoryService(SqliteBackend(plain, embedding_model=embedder.name, dim=embedder.dim), embedder,
+                       MemorySettings(path=str(plain))) as s:
+        s.write_many(validate_items(s, f))
+
+    audits = {}
+    for workers in (2, 1):
+        store = tmp_path / f"w{workers}.sqlite"
+        r = CliRunner().invoke(app, ["--path", str(store), "import", str(f), "--no-dedupe", "--json",
+                                     "--batch-size", "7", "--workers", str(workers)])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["batches"] == 5
+        mm = MemoryManager.from_settings(MemorySettings(path=str(store)), embedder=embedder)
+        try:
+            (ev,) = mm.audit.events(action="import")
+        finally:
+            mm.close()
+        audits[workers] = (ev.action, ev.actor, ev.reason, {k: v for k, v in ev.details.items()
+                                                           if k not in ("seconds", "memories_per_s")})
+    assert audits[1] == audits[2]
+    assert audits[1][3]["written"] == 31 and audits[1][3]["batches"] == 5
+
+    p_rows, p_vecs, p_fts = _stored(plain)
+    assert len(p_rows) == 31 and len(p_fts) == 31
+    for workers in (2, 1):
+        rows, vecs, fts = _stored(tmp_path / f"w{workers}.sqlite")
+        assert rows == p_rows
+        assert fts == p_fts
+        assert vecs.keys() == p_vecs.keys()
+        diff = max(float(np.abs(vecs[k] - p_vecs[k]).max()) for k in vecs)
+        assert diff < 2e-6, (workers, diff)
+
+
+def validate_items(svc: MemoryService, path: Path) -> list[NewMemory]:
+    from memory.bulk import read_jsonl
+
+    return [item for _, item in read_jsonl(path)]
+
+
+def test_dedupe_reads_contents_like_scroll(svc: MemoryService) -> None:
+    """The dedupe scan reads the namespace's texts (SqliteBackend.contents), not records; an expired
+    memory is not a duplicate, exactly as with scroll (the path other backends take)."""
+    from datetime import UTC, datetime
+
+    from memory.bulk import drop_duplicates
+
+    svc.write("User prefers bar charts", "user_profile/u1")
+    svc.write("likes tea", "user_profile/u1", ttl_days=1, now=datetime(2020, 1, 1, tzinfo=UTC))  # expired
+    svc.write("likes coffee", "user_profile/u1/sub")  # below the namespace, not in it
+    assert svc.backend.contents(("user_profile", "u1")) == ["User prefers bar charts"]  # type: ignore[attr-defined]
+    now = datetime.now(UTC)
+    recs = [svc.build_record(NewMemory(t, "user_profile/u1"), now)
+            for t in (" User prefers  bar charts", "likes tea", "likes coffee", "likes tea")]
+    fast = drop_duplicates(svc, recs)
+    svc.backend.contents = None  # type: ignore[attr-defined] # the generic path: scroll
+    slow = drop_duplicates(svc, recs)
+    assert [r.content for r in fast[0]] == [r.content for r in slow[0]] == ["likes tea", "likes coffee"]
+    assert fast[1] == slow[1] == 2
+
+
+def test_an_explicit_id_of_another_namespace_names_its_line_and_moves_nothing(svc: MemoryService,
+                                                                               tmp_path: Path) -> None:
+    """``memctl import`` validates with validate_jsonl: an id already used in another namespace
+    would move (overwrite) that memory, as ``write_many`` already refuses."""
+    kept = svc.write("User prefers bar charts", "user_profile/u1", id="m-u1")
+    f = tmp_path / "ids.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in [
+        {"content": "fine", "namespace": "user_profile/u2", "id": "new-1"},
+        {"content": "takes u1's id", "namespace": "user_profile/u2", "id": "m-u1"},
+    ]) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="ids.jsonl line 2: id 'm-u1' is already used"):
+        validate_jsonl(svc, f)
+    assert svc.get("m-u1") == kept and svc.count() == 1
+    f.write_text(json.dumps({"content": "an edit", "namespace": "user_profile/u1", "id": "m-u1"}) + "\n",
+                 encoding="utf-8")
+    assert [r.id for r in validate_jsonl(svc, f)] == ["m-u1"]  # its own namespace: a replacement
