@@ -1,0 +1,79 @@
+"""Serve one store from N forked workers: load once in the parent, then fork.
+
+A preloading server (gunicorn ``--preload``, uvicorn/gunicorn workers, a ``multiprocessing`` pool
+with the ``fork`` start method) imports the app, opens the store and loads the model once, then
+forks its workers. Forked pages are shared copy-on-write, but CPython dirties them by itself:
+every object the garbage collector scans gets its header written, so the first collection in a
+worker copied most of the parent's heap. :func:`prefork` prepares a service so that as much as
+possible stays shared:
+
+* the embedding model is loaded (the packaged USE model's weights and vocabulary are
+  memory-mapped files: shared through the page cache whatever happens to the heap);
+* the store is opened and what every worker reads alike is loaded (namespace catalogue, the
+  vector file's mapping, the saved projection basis), see
+  :meth:`memory.backends.sqlite.SqliteBackend.prepare_for_fork`;
+* every object alive is moved out of the garbage collector's reach (``gc.freeze()``), so
+  collections in the workers never write to the shared pages;
+* at every fork the SQLite connection is closed in the parent and reopened in both processes,
+  and the vector file gets its own descriptor in the child (:mod:`memory.backends.sqlite_fork`).
+
+Example (gunicorn, ``gunicorn --preload -w 4 app:app``)::
+
+    # app.py
+    from memory import MemorySettings, prefork
+    service = prefork(MemorySettings.load())   # in the master, before the workers fork
+    app = make_app(service)                     # every worker searches and writes `service`
+
+A store used in a forked child without this raises :class:`~memory.errors.StoreForked`.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import TYPE_CHECKING
+
+from memory.errors import InvalidConfig
+
+if TYPE_CHECKING:
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
+
+WARM_QUERY = "warm the model: 用户喜欢柱状图"
+
+
+def prefork(target: MemoryService | MemorySettings | None = None) -> MemoryService:
+    """Prepare a service to be shared by workers forked from this process; returns it.
+
+    Args:
+        target: a :class:`~memory.service.MemoryService` to prepare, or the settings to open one
+            with (``None``: :meth:`MemorySettings.load`). Call it last before forking: objects
+            created afterwards are not frozen and their pages are copied into each worker.
+
+    Raises:
+        InvalidConfig: the backend cannot be shared by forked processes (a Qdrant backend: give
+            each worker its own client after the fork; an in-memory SQLite store).
+    """
+    from memory.service import MemoryService
+    from memory.settings import MemorySettings
+
+    if target is None or isinstance(target, MemorySettings):
+        service = MemoryService.from_settings(target)
+    elif isinstance(target, MemoryService):
+        service = target
+    else:
+        raise InvalidConfig(f"prefork takes a MemoryService or MemorySettings, got {type(target).__name__}")
+    prepare = getattr(service.backend, "prepare_for_fork", None)
+    if prepare is None:
+        raise InvalidConfig(
+            f"the {type(service.backend).__name__} backend cannot be prepared for forked workers: its client "
+            "holds connections that must not cross a fork. Create the service in each worker after the fork "
+            "(gunicorn post_fork, a Pool initializer), or use the SQLite backend"
+        )
+    service.embedder.embed_query(WARM_QUERY)  # the model loaded once, here
+    prepare()
+    gc.collect()
+    gc.freeze()
+    return service
+
+
+__all__ = ["WARM_QUERY", "prefork"]
