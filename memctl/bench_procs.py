@@ -1,6 +1,6 @@
 """Memory of several processes searching one store, and in-process open / warm figures.
 
-Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50]`` (a store built by
+Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--floor] [--detail]`` (a store built by
 ``memctl bench --cold``, e.g. ``~/.cache/langgraph-memory/bench/cold-100000/memory.sqlite``).
 
 * ``open``: in-process seconds to open the store (``SqliteBackend.__init__``), to the first scoped
@@ -8,8 +8,14 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50]`` (
 * ``procs``: N worker processes each run scoped searches over random users' namespaces; while
   they are all alive, each one's RSS, PSS and USS (private) are read from ``/proc/PID/smaps_rollup``.
   Two start modes: ``spawn`` (independent processes, like separate CLI or MCP clients) and
-  ``fork`` (workers forked from a parent that opened the store and loaded the model, like a
-  preloading server). One process alone is measured the same way for the ratio.
+  ``fork`` (a preloading server: the parent runs :func:`memory.forking.prefork` and forks the
+  workers; the parent is counted with them). One process alone is measured the same way for the
+  ratio; ``procs_fork.pss_vs_standalone`` is the whole server (parent + N workers) against ONE
+  spawned process doing the same searches (issue 13's target: < 2).
+* ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
+  (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
+  (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
+  own heap).
 * ``floor`` (``--floor``): the same ratio for spawned processes that only import the library
   (``memory.service``, ``memory.settings``: the interpreter, numpy, pydantic) and wait: no store,
   no model, no search. A process's private heap counts once per process and shared pages once in

@@ -180,3 +180,30 @@ def test_prefork_refuses_what_cannot_be_shared(embedder: Any) -> None:
         mem.close()
     with pytest.raises(InvalidConfig, match="MemoryService or MemorySettings"):
         prefork("memory.sqlite")  # type: ignore[arg-type]
+
+
+def _manager_worker(svc: MemoryService, out: Any) -> None:
+    from memory.policy.audit import AuditLog
+    from memory.policy.manager import MemoryManager
+
+    try:
+        # The documented recipe: the policy layer (audit log, view cache, journal: connections of
+        # their own) is built in the worker, around the service the parent prepared.
+        mm = MemoryManager(svc, AuditLog(svc.backend.path))
+        mm.remember("the user prefers bar charts for weekly reports", "user_profile/u1")
+        hits = mm.recall("which chart style does the user like", "user_profile/u1")
+        out.put([h.record.content for h in hits])
+        mm.close()
+    except BaseException:
+        out.put(traceback.format_exc())
+
+
+def test_worker_builds_its_manager_around_the_prepared_service(store: MemoryService) -> None:
+    svc = prefork(store)
+    out = FORK.Queue()
+    p = FORK.Process(target=_manager_worker, args=(svc, out))
+    p.start()
+    got = out.get(timeout=120)
+    p.join(30)
+    assert got == ["the user prefers bar charts for weekly reports"], got
+    assert [h.record.content for h in svc.search("chart style", "user_profile/u1")] == [got[0]]
