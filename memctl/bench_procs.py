@@ -12,6 +12,8 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--
   workers; the parent is counted with them). One process alone is measured the same way for the
   ratio; ``procs_fork.pss_vs_standalone`` is the whole server (parent + N workers) against ONE
   spawned process doing the same searches (issue 13's target: < 2).
+* ``--steady``: the same with every partition loaded, the state of long-lived processes: one
+  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers.
 * ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
   (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
   (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
@@ -60,13 +62,25 @@ def _namespaces(svc: Any) -> list[str]:
     return sorted("/".join(ns) for ns, _ in svc.backend.namespaces())
 
 
+def _load_all(svc: Any) -> None:
+    """Every namespace's partition loaded: the state of a long-lived process that has searched
+    every namespace at least twice (what ``prefork(preload_index=True)`` loads in the parent)."""
+    b = svc.backend
+    with b._lock:
+        kinds = sorted({ns[:1] for ns, _ in b.namespaces()})
+        b._matching(kinds)
+
+
 def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any = None,
-            trace: str | None = None) -> None:
+            trace: str | None = None, steady: bool = False) -> None:
     if trace:  # what this worker allocates itself (started after the fork: the parent's heap is not counted)
         import tracemalloc
 
         tracemalloc.start(8)
-    svc = svc or _service(path)
+    if svc is None:
+        svc = _service(path)
+        if steady:
+            _load_all(svc)
     names = [n for n in _namespaces(svc) if n.startswith("user_profile/")]
     rng = random.Random(seed)
     for i in range(searches):
@@ -125,6 +139,11 @@ def _spawn_worker(path: str, searches: int, seed: int, ready: Any, done: Any, tr
     _worker(path, searches, seed, ready, done, None, trace)
 
 
+def _spawn_steady_worker(path: str, searches: int, seed: int, ready: Any, done: Any,
+                         trace: str | None = None) -> None:
+    _worker(path, searches, seed, ready, done, None, trace, steady=True)
+
+
 def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
     _worker(path, searches, seed, ready, done, _PRELOADED, trace)
 
@@ -135,13 +154,14 @@ def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> 
     ``detail``: worker 0 also reports its Private_Dirty by mapping and, when it is the only
     worker, its own Python allocations (tracemalloc adds its own heap, so not with n > 1)."""
     global _PRELOADED
-    ctx = mp.get_context("spawn" if mode == "floor" else mode)
-    if mode == "fork":
+    ctx = mp.get_context("fork" if mode.startswith("fork") else "spawn")
+    if mode.startswith("fork"):
         from memory.forking import prefork
         from memory.settings import MemorySettings
 
-        _PRELOADED = prefork(MemorySettings(path=path))
-    target = _fork_worker if mode == "fork" else _idle_worker if mode == "floor" else _spawn_worker
+        _PRELOADED = prefork(MemorySettings(path=path), preload_index=mode == "fork-steady")
+    target = {"fork": _fork_worker, "fork-steady": _fork_worker, "floor": _idle_worker,
+              "spawn-steady": _spawn_steady_worker}.get(mode, _spawn_worker)
     done = ctx.Event()
     readies = [ctx.Event() for _ in range(n)]
     trace = None
@@ -156,7 +176,7 @@ def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> 
     for r in readies:
         r.wait(900)
     mems = [_mem(p.pid) for p in ps]  # type: ignore[arg-type]
-    parent = _mem(os.getpid()) if mode == "fork" else None
+    parent = _mem(os.getpid()) if mode.startswith("fork") else None
     dirty = _dirty_by_mapping(ps[0].pid) if detail else None  # type: ignore[arg-type]
     done.set()
     for p in ps:
@@ -243,6 +263,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--skip-procs", action="store_true")
     ap.add_argument("--floor", action="store_true", help="also: processes that only import the library")
+    ap.add_argument("--steady", action="store_true",
+                    help="also: every partition loaded (prefork(preload_index=True) vs one process that loaded them)")
     ap.add_argument("--detail", action="store_true",
                     help="also: a worker's Private_Dirty by mapping and its own allocations (tracemalloc)")
     a = ap.parse_args()
@@ -264,6 +286,15 @@ def main() -> None:
                     parent=many["parent"], workers=many["workers"],
                     pss_vs_standalone=round(many["total"]["pss_mb"] / alone["pss_mb"], 2),
                     rss_vs_standalone=round(many["total"]["rss_mb"] / alone["rss_mb"], 2))
+        if a.steady:
+            # A long-lived server: every partition loaded. Standalone: one spawned process that
+            # loaded them itself; server: prefork(preload_index=True) + N workers, parent counted.
+            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady")["total"]
+            server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady")
+            res["procs_steady"] = {"standalone": alone, "server": server["total"], "parent": server["parent"],
+                                   "workers": server["workers"], "n": a.procs,
+                                   "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "per_process": server["per_process"]}
         if a.detail:
             res["detail_fork_1"] = _fresh_procs(a.store, 1, a.searches, "fork", detail=True)
             res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",

@@ -79,16 +79,19 @@ class ForkMixin:
     _vf: Any
     _forking = False  # True between _fork_before and _fork_after: the lock is held, no connection
 
-    def prepare_for_fork(self) -> None:
+    def prepare_for_fork(self, *, preload_index: bool = False) -> None:
         """Load what every forked worker reads the same way, and reopen per process at fork.
 
         Loaded here, in the parent, so workers share the pages: the namespace catalogue (one
         int32 per row), the vector file's mapping (kept up to date) and the two-stage scan's
-        saved basis. Partitions, postings and parsed records stay per worker, loaded by the
-        searches each one serves. Idempotent.
+        saved basis. With ``preload_index``, every namespace's partition too (vectors, keyword
+        postings): a worker then loads nothing of its own, where without it each long-lived
+        worker ends up holding a private copy of every partition it searched twice. Otherwise
+        partitions, postings and parsed records stay per worker. Idempotent.
 
         Raises:
-            InvalidConfig: an in-memory store (``":memory:"``) cannot be shared by processes.
+            InvalidConfig: an in-memory store (``":memory:"``) cannot be shared by processes, or
+                the whole index would not fit in ``index_memory_mb``.
         """
         from memory.backends import vector_index
 
@@ -102,6 +105,16 @@ class ForkMixin:
             self._vector_file().catch_up(self._conn)  # type: ignore[attr-defined]
             if len(cat) >= vector_index.TWO_STAGE_MIN_ROWS:
                 self._basis_now()  # type: ignore[attr-defined]
+            if preload_index:
+                parts = self._parts  # type: ignore[attr-defined]
+                need = parts.partition_bytes(len(cat))
+                if need > parts.budget_bytes:
+                    raise InvalidConfig(
+                        f"preloading the whole index of {self.path!r} needs ~{need / 2**20:.0f} MB, more than "
+                        f"index_memory_mb={parts.budget_bytes / 2**20:.0f}; raise MEMORY_INDEX_MEMORY_MB, or "
+                        "prefork without preload_index (workers then load what they search)")
+                kinds = sorted({ns[:1] for i, ns in enumerate(cat.ns_list) if cat.counts[i] > 0})
+                self._matching(kinds)  # type: ignore[attr-defined]
         _register_hooks()
         _PREPARED.add(self)
 

@@ -207,3 +207,40 @@ def test_worker_builds_its_manager_around_the_prepared_service(store: MemoryServ
     p.join(30)
     assert got == ["the user prefers bar charts for weekly reports"], got
     assert [h.record.content for h in svc.search("chart style", "user_profile/u1")] == [got[0]]
+
+
+def _search_twice(svc: MemoryService, out: Any) -> None:
+    try:
+        loads = svc.backend._parts.loads  # type: ignore[attr-defined]
+        got = [[h.record.content for h in svc.search("revenue units", ns)] for ns in ("domain_facts/acme",) * 3]
+        got += [[h.record.content for h in svc.search("chart style", "user_profile")] for _ in range(3)]
+        out.put((svc.backend._parts.loads - loads, got))  # type: ignore[attr-defined]
+    except BaseException:
+        out.put((None, traceback.format_exc()))
+
+
+def test_preload_index_leaves_workers_nothing_to_load(store: MemoryService) -> None:
+    store.write("the user prefers bar charts", "user_profile/u1")
+    expected = [[h.record.content for h in store.search("revenue units", "domain_facts/acme")]] * 3 + \
+        [[h.record.content for h in store.search("chart style", "user_profile")]] * 3
+    store.backend._reset_indexes()  # type: ignore[attr-defined] # nothing loaded before prefork
+    svc = prefork(store, preload_index=True)
+    assert set(svc.backend._parts.loaded) == {("domain_facts", "acme"), ("user_profile", "u1")}  # type: ignore[attr-defined]
+    out = FORK.Queue()
+    p = FORK.Process(target=_search_twice, args=(svc, out))
+    p.start()
+    loads, got = out.get(timeout=60)
+    p.join(30)
+    assert loads == 0, got  # every search served from the parent's (shared) partitions
+    assert got == expected
+
+
+def test_preload_index_must_fit_the_budget(tmp_path: Any, embedder: Any) -> None:
+    settings = MemorySettings(path=str(tmp_path / "memory.sqlite"), index_memory_mb=0.001)
+    svc = MemoryService.from_settings(settings, embedder=embedder)
+    try:
+        svc.write("the team reports revenue in thousands of dollars", "domain_facts/acme")
+        with pytest.raises(InvalidConfig, match="MEMORY_INDEX_MEMORY_MB"):
+            prefork(svc, preload_index=True)
+    finally:
+        svc.close()
