@@ -121,6 +121,10 @@ class ForkMixin:
     def _fork_before(self) -> None:
         if self._closed or self._pid != os.getpid():
             return
+        if self._lock._is_owned():  # type: ignore[attr-defined]
+            # Forked from inside one of this backend's own operations (a callback): its
+            # connection is in use and stays open here; the child gets StoreForked instead.
+            return
         # Held across the fork: no other thread is inside an operation (or a transaction) when
         # the connection is closed, and none starts one before it is reopened.
         self._lock.acquire()
