@@ -1,6 +1,6 @@
 """Memory of several processes searching one store, and in-process open / warm figures.
 
-Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50]`` (a store built by
+Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--floor] [--detail]`` (a store built by
 ``memctl bench --cold``, e.g. ``~/.cache/langgraph-memory/bench/cold-100000/memory.sqlite``).
 
 * ``open``: in-process seconds to open the store (``SqliteBackend.__init__``), to the first scoped
@@ -8,8 +8,16 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50]`` (
 * ``procs``: N worker processes each run scoped searches over random users' namespaces; while
   they are all alive, each one's RSS, PSS and USS (private) are read from ``/proc/PID/smaps_rollup``.
   Two start modes: ``spawn`` (independent processes, like separate CLI or MCP clients) and
-  ``fork`` (workers forked from a parent that opened the store and loaded the model, like a
-  preloading server). One process alone is measured the same way for the ratio.
+  ``fork`` (a preloading server: the parent runs :func:`memory.forking.prefork` and forks the
+  workers; the parent is counted with them). One process alone is measured the same way for the
+  ratio; ``procs_fork.pss_vs_standalone`` is the whole server (parent + N workers) against ONE
+  spawned process doing the same searches (issue 13's target: < 2).
+* ``--steady``: the same with every partition loaded, the state of long-lived processes: one
+  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers.
+* ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
+  (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
+  (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
+  own heap).
 * ``floor`` (``--floor``): the same ratio for spawned processes that only import the library
   (``memory.service``, ``memory.settings``: the interpreter, numpy, pydantic) and wait: no store,
   no model, no search. A process's private heap counts once per process and shared pages once in
@@ -54,20 +62,72 @@ def _namespaces(svc: Any) -> list[str]:
     return sorted("/".join(ns) for ns, _ in svc.backend.namespaces())
 
 
-def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any = None) -> None:
-    svc = svc or _service(path)
+def _load_all(svc: Any) -> None:
+    """Every namespace's partition loaded: the state of a long-lived process that has searched
+    every namespace at least twice (what ``prefork(preload_index=True)`` loads in the parent)."""
+    b = svc.backend
+    with b._lock:
+        kinds = sorted({ns[:1] for ns, _ in b.namespaces()})
+        b._matching(kinds)
+
+
+def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any = None,
+            trace: str | None = None, steady: bool = False) -> None:
+    if trace:  # what this worker allocates itself (started after the fork: the parent's heap is not counted)
+        import tracemalloc
+
+        tracemalloc.start(8)
+    if svc is None:
+        svc = _service(path)
+        if steady:
+            _load_all(svc)
     names = [n for n in _namespaces(svc) if n.startswith("user_profile/")]
     rng = random.Random(seed)
     for i in range(searches):
         svc.search(QUERIES[i % len(QUERIES)], rng.choice(names), top_k=5)
+    if trace:
+        snap = tracemalloc.take_snapshot()
+        Path(trace).write_text(json.dumps(_top_allocs(snap)))
     ready.set()
     done.wait(600)
+
+
+def _top_allocs(snap: Any, n: int = 12) -> dict[str, Any]:
+    """Python heap a worker added, by module and by line (tracemalloc), largest first."""
+    by_file: dict[str, int] = {}
+    for st in snap.statistics("filename"):
+        f = st.traceback[0].filename
+        key = f.split("site-packages/")[-1] if "site-packages/" in f else f.split("/wt/")[-1]
+        by_file[key] = by_file.get(key, 0) + st.size
+    lines = [{"where": f"{st.traceback[0].filename.split('/')[-1]}:{st.traceback[0].lineno}",
+              "mb": round(st.size / 2**20, 2), "blocks": st.count} for st in snap.statistics("lineno")[:n]]
+    files = sorted(by_file.items(), key=lambda kv: -kv[1])[:n]
+    return {"total_mb": round(sum(by_file.values()) / 2**20, 2),
+            "by_file": [{"file": f, "mb": round(b / 2**20, 2)} for f, b in files], "by_line": lines}
+
+
+def _dirty_by_mapping(pid: int, n: int = 10) -> list[dict[str, Any]]:
+    """A process's Private_Dirty per mapping (``/proc/PID/smaps``), anonymous ones as [heap] /
+    [anon], largest first: what a worker has copied or allocated for itself."""
+    out: dict[str, int] = {}
+    name = "?"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and not head[0].endswith(":"):
+            name = head[5] if len(head) > 5 else "[anon]"
+            name = name.split("site-packages/")[-1]
+        elif head[0] == "Private_Dirty:":
+            out[name] = out.get(name, 0) + int(head[1])
+    top = sorted(out.items(), key=lambda kv: -kv[1])[:n]
+    return [{"mapping": k, "private_dirty_mb": round(v / 1024, 1)} for k, v in top if v]
 
 
 _PRELOADED: Any = None
 
 
-def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any) -> None:
+def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
     from memory.service import MemoryService  # noqa: F401 - imported to be measured
     from memory.settings import MemorySettings  # noqa: F401
 
@@ -75,46 +135,79 @@ def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any) -> 
     done.wait(600)
 
 
-def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any) -> None:
-    _worker(path, searches, seed, ready, done, _PRELOADED)
+def _spawn_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
+    _worker(path, searches, seed, ready, done, None, trace)
 
 
-def procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
+def _spawn_steady_worker(path: str, searches: int, seed: int, ready: Any, done: Any,
+                         trace: str | None = None) -> None:
+    _worker(path, searches, seed, ready, done, None, trace, steady=True)
+
+
+def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
+    _worker(path, searches, seed, ready, done, _PRELOADED, trace)
+
+
+def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> dict[str, Any]:
+    """Memory of ``n`` processes searching one store. ``fork``: workers forked from this process
+    after :func:`memory.forking.prefork` (a preloading server), and this parent is counted too.
+    ``detail``: worker 0 also reports its Private_Dirty by mapping and, when it is the only
+    worker, its own Python allocations (tracemalloc adds its own heap, so not with n > 1)."""
     global _PRELOADED
-    ctx = mp.get_context("spawn" if mode == "floor" else mode)
-    if mode == "fork":
-        _PRELOADED = _service(path)
-        _PRELOADED.search(QUERIES[0], "user_profile", top_k=1)  # model loaded, catalogue built
-        _PRELOADED.backend._reset_indexes()  # type: ignore[attr-defined] # partitions are the workers' own
-    target = _fork_worker if mode == "fork" else _idle_worker if mode == "floor" else _worker
+    ctx = mp.get_context("fork" if mode.startswith("fork") else "spawn")
+    if mode.startswith("fork"):
+        from memory.forking import prefork
+        from memory.settings import MemorySettings
+
+        _PRELOADED = prefork(MemorySettings(path=path), preload_index=mode == "fork-steady")
+    target = {"fork": _fork_worker, "fork-steady": _fork_worker, "floor": _idle_worker,
+              "spawn-steady": _spawn_steady_worker}.get(mode, _spawn_worker)
     done = ctx.Event()
     readies = [ctx.Event() for _ in range(n)]
-    ps = [ctx.Process(target=target, args=(path, searches, i, readies[i], done)) for i in range(n)]
+    trace = None
+    if detail and n == 1:
+        import tempfile
+
+        trace = tempfile.mktemp(prefix="bench_procs_trace_", suffix=".json")
+    ps = [ctx.Process(target=target, args=(path, searches, i, readies[i], done, trace if i == 0 else None))
+          for i in range(n)]
     for p in ps:
         p.start()
     for r in readies:
         r.wait(900)
     mems = [_mem(p.pid) for p in ps]  # type: ignore[arg-type]
+    parent = _mem(os.getpid()) if mode.startswith("fork") else None
+    dirty = _dirty_by_mapping(ps[0].pid) if detail else None  # type: ignore[arg-type]
     done.set()
     for p in ps:
         p.join(60)
     _PRELOADED = None
     tot = {k: round(sum(m[k] for m in mems), 1) for k in mems[0]}
-    return {"procs": n, "mode": mode, "per_process": mems, "total": tot}
+    res: dict[str, Any] = {"procs": n, "mode": mode, "per_process": mems, "total": tot}
+    if parent is not None:
+        res["parent"] = parent
+        res["total"] = {k: round(tot[k] + parent[k], 1) for k in tot}  # the server: parent + workers
+        res["workers"] = tot
+    if dirty is not None:
+        res["worker_private_dirty"] = dirty
+    if trace and os.path.exists(trace):
+        res["worker_allocations"] = json.loads(Path(trace).read_text())
+        os.unlink(trace)
+    return res
 
 
-def _driver(path: str, n: int, searches: int, mode: str, out: Any) -> None:
-    out.put(procs(path, n, searches, mode))
+def _driver(path: str, n: int, searches: int, mode: str, detail: bool, out: Any) -> None:
+    out.put(procs(path, n, searches, mode, detail))
 
 
-def _fresh_procs(path: str, n: int, searches: int, mode: str) -> dict[str, Any]:
+def _fresh_procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> dict[str, Any]:
     """:func:`procs` run from a fresh interpreter. Forked workers share their parent's pages, so
     a parent that had just run ``open_and_warm`` (every partition loaded, then freed into its
     heap) made a forked worker's PSS depend on what that heap kept: 455 MB RSS per worker in one
     run, 663 MB in the next. Each measurement's parent now holds only its preload."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, out))
+    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, detail, out))
     driver.start()
     res = out.get(timeout=1800)
     driver.join(60)
@@ -170,6 +263,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--skip-procs", action="store_true")
     ap.add_argument("--floor", action="store_true", help="also: processes that only import the library")
+    ap.add_argument("--steady", action="store_true",
+                    help="also: every partition loaded (prefork(preload_index=True) vs one process that loaded them)")
+    ap.add_argument("--detail", action="store_true",
+                    help="also: a worker's Private_Dirty by mapping and its own allocations (tracemalloc)")
     a = ap.parse_args()
     res: dict[str, Any] = {"store": a.store, "load_avg_before": os.getloadavg()}
     res["open"] = open_and_warm(a.store, a.queries)
@@ -181,6 +278,28 @@ def main() -> None:
                                     "pss_ratio": round(many["total"]["pss_mb"] / one["total"]["pss_mb"], 2),
                                     "uss_ratio": round(many["total"]["uss_mb"] / one["total"]["uss_mb"], 2),
                                     "per_process": many["per_process"]}
+            if mode == "fork":
+                # The target of issue 13: the whole server (parent + N workers) against ONE
+                # standalone process doing the same searches.
+                alone = res["procs_spawn"]["one"]
+                res["procs_fork"].update(
+                    parent=many["parent"], workers=many["workers"],
+                    pss_vs_standalone=round(many["total"]["pss_mb"] / alone["pss_mb"], 2),
+                    rss_vs_standalone=round(many["total"]["rss_mb"] / alone["rss_mb"], 2))
+        if a.steady:
+            # A long-lived server: every partition loaded. Standalone: one spawned process that
+            # loaded them itself; server: prefork(preload_index=True) + N workers, parent counted.
+            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady")["total"]
+            server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady")
+            res["procs_steady"] = {"standalone": alone, "server": server["total"], "parent": server["parent"],
+                                   "workers": server["workers"], "n": a.procs,
+                                   "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "per_process": server["per_process"]}
+        if a.detail:
+            res["detail_fork_1"] = _fresh_procs(a.store, 1, a.searches, "fork", detail=True)
+            res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",
+                                                                  detail=True).items() if k != "per_process"}
+            res["detail_spawn_1"] = _fresh_procs(a.store, 1, a.searches, "spawn", detail=True)
     res["load_avg_after"] = os.getloadavg()
     print(json.dumps(res, indent=2))
 

@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "NotFound": "memory.errors",
     "SchemaMismatch": "memory.errors",
     "StoreCorrupt": "memory.errors",
+    "StoreForked": "memory.errors",
     "StoreFull": "memory.errors",
     "StoreReadOnly": "memory.errors",
     "parse_namespace": "memory.namespace",
@@ -39,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ScoreBreakdown": "memory.records",
     "ScoredMemory": "memory.records",
     "SearchHit": "memory.records",
+    "prefork": "memory.forking",
     "MemoryService": "memory.service",
     "NewMemory": "memory.service",
     "MemorySettings": "memory.settings",
@@ -70,10 +72,12 @@ __all__ = [
     "SearchHit",
     "SqliteBackend",
     "StoreCorrupt",
+    "StoreForked",
     "StoreFull",
     "StoreReadOnly",
     "get_embedder",
     "parse_namespace",
+    "prefork",
 ]
 
 if TYPE_CHECKING:  # type checkers and IDEs see the eager imports
@@ -93,9 +97,11 @@ if TYPE_CHECKING:  # type checkers and IDEs see the eager imports
         NotFound,
         SchemaMismatch,
         StoreCorrupt,
+        StoreForked,
         StoreFull,
         StoreReadOnly,
     )
+    from memory.forking import prefork
     from memory.namespace import parse_namespace
     from memory.records import MemoryMetadata, MemoryQuery, MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
     from memory.service import MemoryService, NewMemory

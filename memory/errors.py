@@ -24,7 +24,9 @@ never need to import a driver to handle a failure::
         ├── SchemaMismatch           the store was built for another embedding model / dimension
         ├── StoreReadOnly            the store file cannot be written (permissions, read-only mount)
         ├── StoreCorrupt             the store file is damaged or not a store at all
-        └── StoreFull                the disk (or a size limit) is full; nothing was written
+        ├── StoreFull                the disk (or a size limit) is full; nothing was written
+        └── StoreForked              a store opened before os.fork() was used in the child; open it
+                                     again there, or prepare it with memory.forking.prefork
 
 The name ``MemoryLayerError`` is deliberate: ``MemoryError`` is a Python builtin.
 """
@@ -97,6 +99,14 @@ class StoreFull(MemoryBackendError):
     """The disk or a size limit is full. The failed write was rolled back; free space and retry."""
 
 
+class StoreForked(MemoryBackendError):
+    """A store opened in one process was used in a process forked from it.
+
+    A SQLite connection must not cross a fork (the two processes would share one file handle
+    and its locks). Nothing was read or written: open the store again in the child, or prepare
+    the parent with :func:`memory.forking.prefork` so every child reopens it itself."""
+
+
 __all__ = [
     "AccessDenied",
     "BackendUnavailable",
@@ -110,6 +120,7 @@ __all__ = [
     "NotFound",
     "SchemaMismatch",
     "StoreCorrupt",
+    "StoreForked",
     "StoreFull",
     "StoreReadOnly",
 ]

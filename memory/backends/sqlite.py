@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -28,6 +29,7 @@ import numpy as np
 from memory.backend import AsyncMixin, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
+from memory.backends.sqlite_fork import ForkMixin, abandon
 from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
 from memory.backends.sqlite_query import QueryMixin
 from memory.backends.sqlite_schema import (
@@ -50,7 +52,7 @@ from memory.records import MemoryRecord, index_text, utcnow
 from memory.text import fts_document
 
 
-class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin, AsyncMixin):
+class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin, ForkMixin, AsyncMixin):
     """InMemory+SQLite backend.
 
     Example:
@@ -89,21 +91,11 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         self._write_timeout_s = timeout_s
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=timeout_s, check_same_thread=False, isolation_level=None
-            )
-        except sqlite3.Error as exc:
-            raise BackendUnavailable(f"cannot open SQLite file {self.path!r}: {exc}") from exc
+        self._pid = os.getpid()  # the process this connection belongs to (see _check_open)
+        self._conn = self._connect()
         try:
             # Translated: a damaged or read-only file fails here with a StoreCorrupt/StoreReadOnly.
             with self._translate_open():
-                self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-                if self.path != ":memory:":
-                    self._conn.execute("PRAGMA journal_mode = WAL")
-                    self._conn.execute("PRAGMA synchronous = NORMAL")
-                # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
-                self._conn.execute("PRAGMA secure_delete = ON")
                 self._migrate()
                 self._check_model()
                 self._reindex_if_stale()
@@ -112,6 +104,27 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             self._conn.close()
             raise
 
+
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection with this backend's settings (also each forked worker's own one,
+        see :mod:`memory.backends.sqlite_fork`)."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._write_timeout_s, check_same_thread=False,
+                                   isolation_level=None)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"cannot open SQLite file {self.path!r}: {exc}") from exc
+        try:
+            with self._translate_open():
+                conn.execute(f"PRAGMA busy_timeout = {int(self._write_timeout_s * 1000)}")
+                if self.path != ":memory:":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                # Deleted rows are overwritten with zeros, not just unlinked (forget-user, hard delete).
+                conn.execute("PRAGMA secure_delete = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     # ------------------------------------------------------------------ primitives
     def upsert(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
@@ -377,6 +390,11 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if self._pid != os.getpid():
+                    # Opened by the process this one was forked from: closing a connection
+                    # carried across fork() is a use of it too, so it is left alone.
+                    abandon(self._conn)
+                    return
                 self._conn.close()
                 if self._vf is not None:
                     self._vf.close()

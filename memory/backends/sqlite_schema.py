@@ -132,14 +132,53 @@ TIME_COLS = ("created_at", "updated_at", "expires_at")
 COLS = "rid, id, ns, content, metadata, created_at, updated_at, expires_at"
 
 
+# Parsed records are cached (up to 8,192 per process, see sqlite_query.QueryMixin.RECORD_CACHE), so
+# their size is every worker's private memory: a record parsed the plain way took ~2.4 KB, of
+# which ~1.5 KB were two 7- and 5-name sets (pydantic's "fields set", one per model instance), a
+# metadata object identical to thousands of others, and the namespace tuple. Records and metadata
+# are frozen models (no attribute is ever set on them, and model_copy copies the set before it
+# updates it), so one set of names, one namespace tuple per namespace and one metadata object per
+# distinct short JSON text can be shared by every record.
+_RECORD_FIELDS = set(MemoryRecord.model_fields)
+_META_FIELDS = set(MemoryMetadata.model_fields)
+_SHARED_MAX = 4096  # distinct namespaces / metadata texts kept for sharing (then started afresh)
+_SHARED_META_CHARS = 256  # longer metadata (contexts, user fields) is rarely repeated: not kept
+_namespaces: dict[str, tuple[str, ...]] = {}
+_metadata: dict[str, MemoryMetadata] = {}
+
+
+def _namespace(ns: str) -> tuple[str, ...]:
+    got = _namespaces.get(ns)
+    if got is None:
+        if len(_namespaces) >= _SHARED_MAX:
+            _namespaces.clear()
+        got = _namespaces[ns] = tuple(ns.split("/"))
+    return got
+
+
+def _meta(text: str) -> MemoryMetadata:
+    got = _metadata.get(text)
+    if got is not None:
+        return got
+    meta = MemoryMetadata.model_validate_json(text)
+    if meta.__pydantic_fields_set__ == _META_FIELDS:
+        object.__setattr__(meta, "__pydantic_fields_set__", _META_FIELDS)
+    if len(text) <= _SHARED_META_CHARS:
+        if len(_metadata) >= _SHARED_MAX:
+            _metadata.clear()
+        _metadata[text] = meta
+    return meta
+
+
 def row_to_record(row: Sequence[Any]) -> MemoryRecord:
     """A ``SELECT {COLS}`` row as a record (trusted data: no validation beyond the metadata JSON)."""
     rid_, id_, ns, content, meta, created, updated, expires = row
     return MemoryRecord.model_construct(
+        _RECORD_FIELDS,
         id=id_,
-        namespace=tuple(ns.split("/")),
+        namespace=_namespace(ns),
         content=content,
-        metadata=MemoryMetadata.model_validate_json(meta),
+        metadata=_meta(meta),
         created_at=as_utc(created),
         updated_at=as_utc(updated),
         expires_at=None if expires is None else as_utc(expires),

@@ -32,6 +32,7 @@ from memory.errors import (
     MemoryBackendError,
     SchemaMismatch,
     StoreCorrupt,
+    StoreForked,
     StoreFull,
     StoreReadOnly,
 )
@@ -125,9 +126,20 @@ class SqliteFileMixin:
                 ) from exc
             raise
 
+    _pid: int  # the process that opened the connection (SqliteBackend.__init__, sqlite_fork)
+
     def _check_open(self) -> None:
         if self._closed:
             raise MemoryBackendError("this backend is closed; open a new one")
+        if self._pid != os.getpid():
+            # Checked before every use of the connection: a SQLite connection carried across
+            # fork() shares the parent's file handle and locks, the way files get corrupted.
+            raise StoreForked(
+                f"the store {self.path!r} was opened in process {self._pid} and this is process "
+                f"{os.getpid()}, forked from it; a SQLite connection must not cross a fork, so nothing "
+                "was read or written. Open the store again in this process, or call "
+                "memory.prefork(service) in the parent before forking (each worker then reopens it)."
+            )
 
     # How long a write waits for the file's write lock before BackendUnavailable. Set per
     # backend from ``timeout_s``.

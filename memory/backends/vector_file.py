@@ -325,6 +325,15 @@ class VectorFile:
     def nbytes_mapped(self) -> int:
         return int(self._mat.nbytes)
 
+    def reopen(self) -> None:
+        """Our own descriptor, in a process forked from the one that opened the file: ``flock``
+        locks belong to the open file description, which parent and child would share (both
+        would hold the exclusive lock at once). The mapping stays: it is the page cache's."""
+        if self._fd is None:
+            return
+        old, self._fd = self._fd, os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # type: ignore[arg-type]
+        os.close(old)  # the parent still holds its own: its locks are unaffected
+
     def close(self) -> None:
         if self._fd is not None:
             self._unmap()

@@ -81,6 +81,16 @@ def _scan_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child has no worker thread, but an inherited executor would believe it had an
+    # idle one and never run the scan: the child makes its own on first use.
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _halves(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[tuple[np.ndarray, np.ndarray]], ...]:
     """Split (matrix, rids) parts into two runs of about equal rows, cutting one part if needed."""
     half = sum(len(r) for _, r in parts) // 2
