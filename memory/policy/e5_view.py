@@ -3,8 +3,9 @@ small C engine inside the wheel, MIT; the model intfloat/multilingual-e5-small i
 
 USE-m3 (the judge's encoder) is weakest on Chinese and cross-language pairs; e5 was trained on
 far more multilingual text, and out of fold (5-fold by kind, leave-one-kind-out, leave-one-author-
-out over the fit + choose kinds) its cosines of the two texts and of their value-masked forms raised
-duplicates merged and updates resolved at the same false-merge rate (``memctl.tune_judge``).
+out over the fit + choose kinds) its cosine of the two texts raised duplicates merged and updates
+resolved at the same false-merge rate (``memctl.tune_judge``; adding the value-masked texts'
+cosine did worse).
 
 It is slow on these machines (~10-30 ms a text on one core, against ~1 ms for USE-m3), so the judge
 asks it only about pairs its first model is unsure of (:class:`memory.policy.judge_second.SecondOpinion`);
@@ -24,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from memory.errors import InvalidConfig
-from memory.policy.reading import read
 
-E5_FEATURES: tuple[str, ...] = ("cos_e5", "cos_e5_masked")
+E5_FEATURES: tuple[str, ...] = ("cos_e5",)
 
 
 class E5ViewUnavailable(InvalidConfig):
@@ -96,10 +96,9 @@ class E5View:
 
 
 def e5_features(view: E5View, existing: str, incoming: str) -> dict[str, float]:
-    """Cosines of the two texts and of their value-masked forms (:mod:`memory.policy.reading`)."""
-    ma, mb = read(existing).masked, read(incoming).masked
-    a, b, va, vb = view.vectors([existing, incoming, ma, mb])
-    return {"cos_e5": float(a @ b), "cos_e5_masked": float(va @ vb)}
+    """e5's cosine of the two texts (:data:`E5_FEATURES`)."""
+    a, b = view.vectors([existing, incoming])
+    return {"cos_e5": float(a @ b)}
 
 
 _VIEW: E5View | None = None
