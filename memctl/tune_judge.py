@@ -132,6 +132,11 @@ MODEL_FEATURES = tuple(f for f in FEATURES if f not in DROPPED_FEATURES)
 #   .610/.578/.048: updates +.02 but false merges +.013 leave-one-author-out at the same threshold, not a
 #   gain at equal false merges. Not kept. (Entity swaps in the subject, "ent", gave 22 pairs, several
 #   malformed: not measured.)
+# * More authors (q-x, 8 more, 1,451 pairs; scripts/judge_lab5.py base with a 19-author cache): on the 11
+#   earlier authors' 1,345 fit + choose pairs, at the false-merge rate the 11-author model had on them,
+#   leave-one-author-out .610/.553 (trained on 10 others) vs .574/.493 (trained on 18 others); 5-fold by
+#   kind .587/.529 vs .610/.527. The new authors' own pairs: .452/.380/.053 leave-one-author-out. More
+#   authors did not make the earlier authors' pairs easier: the new ones write differently, not just more.
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
