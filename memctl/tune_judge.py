@@ -8,7 +8,7 @@
 Features: :data:`MODEL_FEATURES` (:data:`memory.policy.judge.FEATURES` but the old rules' verdicts:
 encoder and paraphrase cosines, the reading's values, alignment, names as values, the static WordLlama
 view) and the top principal components of the encoder's pair vector. Data:
-``tests/data/dedupe_corpus/author_*.jsonl`` — 1,564 pairs written by eleven independent authors over 30
+``tests/data/dedupe_corpus/author_*.jsonl`` — 3,015 pairs written by 19 independent authors over 30
 kinds of memory, en / zh / mixed — and the two older sets
 (``dedupe_pairs.jsonl``, ``dedupe_dev.jsonl``). ``tests/data/dedupe_corpus/split.json``, drawn at
 random before the pairs were read, assigns each kind to
