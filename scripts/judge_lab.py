@@ -93,6 +93,44 @@ def evaluate(d: dict[str, Any], cfg: tuple[int, int, float] = (4, 300, 0.1), fit
     return out
 
 
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def oof(d: dict[str, Any], fitter: Callable[..., Any], key: str = "kind", groups: list[set[str]] | None = None,
+        t: float | None = None, cfg: tuple[int, int, float] = (4, 300, 0.1),
+        extra: Callable[[np.ndarray, np.ndarray], Rows | None] | None = None) -> dict[str, Any]:
+    """Out-of-fold scores by tune_judge's protocol, one group of ``key`` values held out at a time
+    (default: 5 folds by kind for key "kind", else one group per value). ``extra(held, y)`` may
+    return more training rows (x, v, y, weight) for a fold, e.g. augmented pairs whose source pair
+    is in the training part; ``t`` fixes the threshold (else chosen by tune_judge's rule)."""
+    pairs, unrelated, x, v, xu, vu = d["pairs"], d["unrelated"], d["x"], d["v"], d["xu"], d["vu"]
+    depth, iters, w = cfg
+    y = np.array([0 if p["label"] == "distinct" else 1 for p in pairs])
+    kv = np.array([str(p.get(key)) for p in pairs])
+    kv_u = np.array([str(p.get(key)) for p in unrelated])
+    corpus = np.array([p["source"] == "corpus" for p in pairs])
+    corpus_u = np.array([p["of"] == "corpus" for p in unrelated])
+    if groups is None:
+        groups = tj._folds(pairs, sorted(set(kv[corpus]))) if key == "kind" else [{g} for g in sorted(set(kv[corpus]))]
+    s, su = np.full(len(pairs), np.nan), np.full(len(unrelated), np.nan)
+    for ks in groups:
+        held, held_u = corpus & np.isin(kv, list(ks)), corpus_u & np.isin(kv_u, list(ks))
+        xt, yt, wt = tj._train(x[~held], y[~held], xu[~held_u], w)
+        vt = np.vstack([v[~held], vu[~held_u]])
+        more = extra(held, y) if extra is not None else None
+        if more is not None:
+            xa, va, ya, wa = more
+            xt, yt, wt, vt = np.vstack([xt, xa]), np.concatenate([yt, ya]), np.concatenate([wt, wa]), np.vstack([vt, va])
+        clf = fitter(xt, vt, yt, wt, depth, iters)
+        s[held], su[held_u] = tj.scores(clf, x[held], v[held]), tj.scores(clf, xu[held_u], vu[held_u])
+    ev_pairs = [p for p, k in zip(pairs, corpus, strict=True) if k]
+    if t is None:
+        t = max(tj.threshold_for(s[corpus], y[corpus], tj.MAX_FALSE_MERGE),
+                tj.threshold_for(su[corpus_u], np.zeros(int(corpus_u.sum()), dtype=int), tj.MAX_UNRELATED_MERGE))
+    return {"t": round(t, 4), "cv": tj._slice(ev_pairs, s[corpus], t), "cv_scores": s,
+            "unrel": float(np.mean(su[corpus_u] >= t))}
+
+
 def line(name: str, r: dict[str, Any]) -> str:
     bl = r["by_lang"]
     langs = " | ".join(f"{lg} {bl[lg]['duplicate_merge_rate']}/{bl[lg]['conflict_resolution_rate']}/"

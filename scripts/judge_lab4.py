@@ -188,37 +188,19 @@ def swap_cache(d: dict[str, Any]) -> dict[str, Any]:
 def evaluate4(d: dict[str, Any], fitter: Any, key: str = "kind", aug: dict[str, Any] | None = None,
               aug_w: float = 1.0, cfg: tuple[int, int, float] = (4, 300, 0.1), t: float | None = None,
               groups: list[set[str]] | None = None) -> dict[str, Any]:
-    """Out-of-fold scores with optional augmented rows (``aug``: xs / vs aligned with the pairs);
-    an augmented row trains only when its original pair does. ``groups`` default: 5 folds by kind
-    (key "kind"), else one group per value of ``key``."""
-    pairs, unrelated, x, v, xu, vu = d["pairs"], d["unrelated"], d["x"], d["v"], d["xu"], d["vu"]
-    depth, iters, w = cfg
-    y = np.array([0 if p["label"] == "distinct" else 1 for p in pairs])
-    kv = np.array([str(p.get(key)) for p in pairs])
-    kv_u = np.array([str(p.get(key)) for p in unrelated])
-    corpus = np.array([p["source"] == "corpus" for p in pairs])
-    corpus_u = np.array([p["of"] == "corpus" for p in unrelated])
-    if groups is None:
-        groups = tj._folds(pairs, sorted(set(kv[corpus]))) if key == "kind" else [{g} for g in sorted(set(kv[corpus]))]
-    s, su = np.full(len(pairs), np.nan), np.full(len(unrelated), np.nan)
-    for ks in groups:
-        held, held_u = corpus & np.isin(kv, list(ks)), corpus_u & np.isin(kv_u, list(ks))
-        xt, yt, wt = tj._train(x[~held], y[~held], xu[~held_u], w)
-        vt = np.vstack([v[~held], vu[~held_u]])
-        if aug is not None:
-            xa = aug["xs"][~held]
-            if xa.shape[1] < x.shape[1]:  # the label column
-                xa = np.hstack([xa, x[~held][:, xa.shape[1]:]])
-            xt, yt = np.vstack([xt, xa]), np.concatenate([yt, y[~held]])
-            wt, vt = np.concatenate([wt, np.full(len(xa), aug_w)]), np.vstack([vt, aug["vs"][~held]])
-        clf = fitter(xt, vt, yt, wt, depth, iters)
-        s[held], su[held_u] = tj.scores(clf, x[held], v[held]), tj.scores(clf, xu[held_u], vu[held_u])
-    ev_pairs = [p for p, k in zip(pairs, corpus, strict=True) if k]
-    if t is None:
-        t = max(tj.threshold_for(s[corpus], y[corpus], tj.MAX_FALSE_MERGE),
-                tj.threshold_for(su[corpus_u], np.zeros(int(corpus_u.sum()), dtype=int), tj.MAX_UNRELATED_MERGE))
-    return {"t": round(t, 4), "cv": tj._slice(ev_pairs, s[corpus], t), "cv_scores": s,
-            "unrel": float(np.mean(su[corpus_u] >= t))}
+    """:func:`judge_lab.oof` with optional augmented rows (``aug``: xs / vs aligned with the pairs);
+    an augmented row trains only when its original pair does."""
+    x = d["x"]
+
+    def extra(held: np.ndarray, y: np.ndarray) -> jl.Rows | None:
+        if aug is None:
+            return None
+        xa = aug["xs"][~held]
+        if xa.shape[1] < x.shape[1]:  # the label column
+            xa = np.hstack([xa, x[~held][:, xa.shape[1]:]])
+        return xa, aug["vs"][~held], y[~held], np.full(len(xa), aug_w)
+
+    return jl.oof(d, fitter, key=key, groups=groups, t=t, cfg=cfg, extra=extra)
 
 
 def fit_custom(hk: dict[str, Any], lin: dict[str, float]) -> Any:

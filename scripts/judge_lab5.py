@@ -122,34 +122,17 @@ def fit_e5(k: int, n_use: int, lin_e5: bool) -> Any:
 def evaluate(d: dict[str, Any], fitter: Any, key: str = "kind", groups: list[set[str]] | None = None,
              t: float | None = None, aug: dict[str, Any] | None = None, aug_w: float = 1.0,
              cfg: tuple[int, int, float] = (4, 300, 0.1)) -> dict[str, Any]:
-    """Out-of-fold scores (tune_judge's protocol). ``aug``: extra rows (x, v, y, src = index of the
-    source pair); a row trains only when its source pair is in the training folds."""
-    pairs, unrelated, x, v, xu, vu = d["pairs"], d["unrelated"], d["x"], d["v"], d["xu"], d["vu"]
-    depth, iters, w = cfg
-    y = np.array([0 if p["label"] == "distinct" else 1 for p in pairs])
-    kv = np.array([str(p.get(key)) for p in pairs])
-    kv_u = np.array([str(p.get(key)) for p in unrelated])
-    corpus = np.array([p["source"] == "corpus" for p in pairs])
-    corpus_u = np.array([p["of"] == "corpus" for p in unrelated])
-    if groups is None:
-        groups = tj._folds(pairs, sorted(set(kv[corpus]))) if key == "kind" else [{g} for g in sorted(set(kv[corpus]))]
-    s, su = np.full(len(pairs), np.nan), np.full(len(unrelated), np.nan)
-    for ks in groups:
-        held, held_u = corpus & np.isin(kv, list(ks)), corpus_u & np.isin(kv_u, list(ks))
-        xt, yt, wt = tj._train(x[~held], y[~held], xu[~held_u], w)
-        vt = np.vstack([v[~held], vu[~held_u]])
-        if aug is not None and len(aug["y"]):
-            keep = ~held[aug["src"]]
-            xt, yt = np.vstack([xt, aug["x"][keep]]), np.concatenate([yt, aug["y"][keep]])
-            wt, vt = np.concatenate([wt, np.full(int(keep.sum()), aug_w)]), np.vstack([vt, aug["v"][keep]])
-        clf = fitter(xt, vt, yt, wt, depth, iters)
-        s[held], su[held_u] = tj.scores(clf, x[held], v[held]), tj.scores(clf, xu[held_u], vu[held_u])
-    ev_pairs = [p for p, k in zip(pairs, corpus, strict=True) if k]
-    if t is None:
-        t = max(tj.threshold_for(s[corpus], y[corpus], tj.MAX_FALSE_MERGE),
-                tj.threshold_for(su[corpus_u], np.zeros(int(corpus_u.sum()), dtype=int), tj.MAX_UNRELATED_MERGE))
-    return {"t": round(t, 4), "cv": tj._slice(ev_pairs, s[corpus], t), "scores": s,
-            "unrel": float(np.mean(su[corpus_u] >= t))}
+    """:func:`judge_lab.oof` (tune_judge's protocol). ``aug``: extra rows (x, v, y, src = index of
+    the source pair); a row trains only when its source pair is in the training folds."""
+    def extra(held: np.ndarray, y: np.ndarray) -> jl.Rows | None:
+        if aug is None or not len(aug["y"]):
+            return None
+        keep = ~held[aug["src"]]
+        return aug["x"][keep], aug["v"][keep], aug["y"][keep], np.full(int(keep.sum()), aug_w)
+
+    out = jl.oof(d, fitter, key=key, groups=groups, t=t, cfg=cfg, extra=extra)
+    out["scores"] = out["cv_scores"]
+    return out
 
 
 def with_e5(d: dict[str, Any], cos: bool | str, pv: bool) -> dict[str, Any]:
