@@ -17,7 +17,9 @@ outrank it under hybrid: their script (han share), vector score, real keyword pa
 after imputation, and sim; then a tally of what outranks the evidence (other script with imputed
 keywords / same script) per category.
 
-``--loso`` instead fits four imputation rules, each one constant, leave-one-set-out over the same six
+``--signals`` prints how well query-level signals tell same- from cross-language questions (AUC).
+
+``--loso`` instead fits alternative imputation rules (one constant each), leave-one-set-out over the same six
 sets (for each set, the point best on the other five is scored on it):
 
 * ``scale s``   -- the imputed keyword part times s (< 1: a guess counts for less than real evidence);
@@ -25,7 +27,11 @@ sets (for each set, the point best on the other five is scored on it):
 * ``condmean``  -- the conditional mean of the visible keyword parts at that vector score (isotonic
   regression) instead of the quantile map (which assumes vector and keyword rank alike);
 * ``gate c``    -- impute only when the best other-script vector match is within c of the best
-  same-script one (the vector channel's guess at the answer's script).
+  same-script one (the vector channel's guess at the answer's script);
+* ``dominance`` -- a memory in the other script never passes a visible memory whose vector score is at
+  least its own (``dominance-en``: only for questions in Latin script);
+* ``hiddencap c`` -- keywords lift an other-script memory at most c above its vector score (the
+  shipped ``keyword_cap`` is .15 for every memory).
 
 Objective on the five training sets: en-en + zh-zh R@5 + MRR. Eligible: the other categories' MRR,
 averaged over the five training sets, at most .005 below the shipped rule's, and the Markdown notes'
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import dataclasses
 import math
 import os
 from collections import Counter, defaultdict
@@ -50,6 +57,7 @@ from memctl.tune_retrieval import ZH_EN, DiskCachedEmbedder, _rank, candidates, 
 from memory import MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
+from memory.records import SearchHit  # noqa: E402
 from memory.settings import ScoringSettings  # noqa: E402
 
 FIT_SETS = ("zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6")
@@ -131,22 +139,79 @@ def _gate(c: float) -> Imputer:
     return imp
 
 
-RULES: dict[str, Imputer] = {"shipped": SHIPPED, "condmean": _condmean,
-                             **{f"scale {f}": _scaled(f, 0.0) for f in (0.85, 0.7, 0.5)},
-                             **{f"margin {d}": _scaled(1.0, d) for d in (0.02, 0.05, 0.1)},
-                             **{f"gate {c}": _gate(c) for c in (0.15, 0.1, 0.05)}}
+Post = Callable[[list[SearchHit], str, ScoringSettings], list[SearchHit]]
 
 
-def _by_category(cands: Any, rule: Imputer) -> dict[str, list[float]]:
+def _resim(hits: Sequence[SearchHit], sims: Sequence[float], cfg: ScoringSettings) -> list[SearchHit]:
+    """Hits with new sims, re-scored and re-sorted exactly as scoring.score_candidates does."""
+    out = [SearchHit(h.record, dataclasses.replace(
+        h.breakdown, sim=sim, score=cfg.alpha * sim + cfg.beta * h.breakdown.decay + cfg.gamma * h.breakdown.boost))
+        for h, sim in zip(hits, sims, strict=True)]
+    out.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
+    return out
+
+
+def _hidden(hits: Sequence[SearchHit], text: str) -> list[bool]:
+    qh = scoring.han_share(text)
+    return [scoring.keyword_visibility(qh, scoring.han_share(h.record.content)) < 0.5 for h in hits]
+
+
+def _dominance(latin_only: bool) -> Post:
+    """A hidden memory's sim never passes a visible memory's that has at least its vector score."""
+    def post(hits: list[SearchHit], text: str, cfg: ScoringSettings) -> list[SearchHit]:
+        hidden = _hidden(hits, text)
+        if not any(hidden) or (latin_only and scoring.han_share(text) >= 0.5):
+            return hits
+        sims = [h.breakdown.sim for h in hits]
+        order = sorted(range(len(hits)), key=lambda i: -hits[i].breakdown.vector)
+        best, i = math.inf, 0
+        while i < len(order):
+            j = i
+            while j < len(order) and hits[order[j]].breakdown.vector == hits[order[i]].breakdown.vector:
+                j += 1
+            best = min([best] + [sims[g] for g in order[i:j] if not hidden[g]])
+            for g in order[i:j]:
+                if hidden[g]:
+                    sims[g] = min(sims[g], best)
+            i = j
+        return _resim(hits, sims, cfg)
+    return post
+
+
+def _hidden_cap(c: float) -> Post:
+    """Keywords (imputed) lift a hidden memory at most ``c`` above its vector score."""
+    def post(hits: list[SearchHit], text: str, cfg: ScoringSettings) -> list[SearchHit]:
+        hidden = _hidden(hits, text)
+        if not any(hidden):
+            return hits
+        return _resim(hits, [min(h.breakdown.sim, h.breakdown.vector + c) if hid else h.breakdown.sim
+                             for h, hid in zip(hits, hidden, strict=True)], cfg)
+    return post
+
+
+Rule = tuple[Imputer, Post | None]
+RULES: dict[str, Rule] = {"shipped": (SHIPPED, None), "condmean": (_condmean, None),
+                          **{f"scale {f}": (_scaled(f, 0.0), None) for f in (0.85, 0.7, 0.5)},
+                          **{f"margin {d}": (_scaled(1.0, d), None) for d in (0.02, 0.05, 0.1)},
+                          **{f"gate {c}": (_gate(c), None) for c in (0.15, 0.1, 0.05)},
+                          "dominance": (SHIPPED, _dominance(False)), "dominance-en": (SHIPPED, _dominance(True)),
+                          **{f"hiddencap {c}": (SHIPPED, _hidden_cap(c)) for c in (0.1, 0.05)}}
+
+
+def _by_category(cands: Any, rule: Rule) -> dict[str, list[float]]:
     """Reciprocal ranks (0 when missed within 50) and R@5 hits per category under ``rule``."""
     cfg = ScoringSettings()
     weights = RerankWeights.from_scoring(cfg)
     out: dict[str, list[float]] = defaultdict(list)
-    scoring.impute_keywords = rule  # type: ignore[assignment]
+    imputer, post = rule
+    scoring.impute_keywords = imputer  # type: ignore[assignment]
     try:
         for q, now, cs in cands:
             text = q["question"] if isinstance(q, dict) else q.question
-            r = _rank(q, rerank(scoring.score_candidates(cs, now, cfg, text), plan_query(text, now), weights))
+            hits = scoring.score_candidates(cs, now, cfg, text)
+            if post is not None:
+                hits = post(hits, text, cfg)
+            r = _rank(q, rerank(hits, plan_query(text, now), weights))
             cat = "notes" if isinstance(q, dict) else q.category
             out[cat].append(1.0 / r if r else 0.0)
             out[cat + "@5"].append(1.0 if r and r <= 5 else 0.0)
@@ -181,7 +246,7 @@ def loso(emb: DiskCachedEmbedder, names: Sequence[str]) -> None:
         return _mean(note_res[rule]["notes"]) + _mean(note_res[rule]["notes@5"])
 
     for rule in RULES:
-        print(f"{rule:11s} all six: " + " | ".join(
+        print(f"{rule:13s} all six: " + " | ".join(
             f"{c} {_mean([x for k in names for x in res[rule][k][c + '@5']]):.3f}/"
             f"{_mean([x for k in names for x in res[rule][k][c]]):.3f}" for c in cats)
             + f" | notes {_mean(note_res[rule]['notes@5']):.3f}/{_mean(note_res[rule]['notes']):.3f}", flush=True)
@@ -212,6 +277,48 @@ def _dense_by_category(cands: Any, cfg: ScoringSettings) -> dict[str, list[float
     return out
 
 
+def _auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    return sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / max(1, len(pos) * len(neg))
+
+
+def signals(emb: DiskCachedEmbedder, names: Sequence[str]) -> None:
+    """Can anything a search knows tell a same-language question from a cross-language one?
+
+    For each question: vgap (best same-script vector score minus best other-script one), the share
+    of candidates in the question's script, the best raw BM25 score, and the share of the question's
+    keyword terms the best-covering visible memory has. Printed: the AUC of each between en-en and
+    en->zh (zh-zh and zh->en), over all questions and over the *contested* ones only (same-language
+    questions where hybrid ranks the evidence below plain, cross-language ones where above): the
+    questions a gate on that signal would have to tell apart.
+    """
+    from memory.text import keyword_terms
+
+    cw = MemorySettings(path=":memory:").context_weight
+    rows: list[tuple[str, bool, dict[str, float]]] = []
+    for name in names:
+        for q, now, cs in candidates(ZH_EN.parent / name, None, emb, 2, cw):
+            if q.category not in ("en-en", "en->zh", "zh-zh", "zh->en"):
+                continue
+            rh, rp = (_rank(q, ranked(q, now, cs, v)) or 99 for v in ("hybrid", "plain"))
+            same = q.category in ("en-en", "zh-zh")
+            qh, qt = scoring.han_share(q.question), set(keyword_terms(q.question))
+            seen = [scoring.keyword_visibility(qh, scoring.han_share(c.record.content)) >= 0.5 for c in cs]
+            vec = [max(0.0, c.vector_score or 0.0) for c in cs]
+            vv, iv = [v for v, s in zip(vec, seen, strict=True) if s], [v for v, s in zip(vec, seen, strict=True) if not s]
+            feats = {"vgap": (max(vv) - max(iv)) if vv and iv else 0.0, "visible share": sum(seen) / len(seen),
+                     "max bm25": max((c.keyword_score or 0.0) for c in cs),
+                     "term coverage": max((len(qt & set(keyword_terms(c.record.content))) / max(1, len(qt))
+                                           for c, s in zip(cs, seen, strict=True) if s), default=0.0)}
+            rows.append((q.category, (rh > rp) if same else (rp > rh), feats))
+    emb.save()
+    for a, b in (("en-en", "en->zh"), ("zh-zh", "zh->en")):
+        for only in (False, True):
+            pos = [f for c, k, f in rows if c == a and (k or not only)]
+            neg = [f for c, k, f in rows if c == b and (k or not only)]
+            print(f"{a} ({len(pos)}) vs {b} ({len(neg)}){', contested only' if only else ''}: " + ", ".join(
+                f"{m} AUC {_auc([f[m] for f in pos], [f[m] for f in neg]):.2f}" for m in pos[0]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=None)
@@ -220,10 +327,14 @@ def main() -> None:
     ap.add_argument("--show", type=int, default=6, help="outranking hits printed per losing question")
     ap.add_argument("--quiet", action="store_true", help="summary only")
     ap.add_argument("--loso", action="store_true", help="fit the imputation rules leave-one-set-out instead")
+    ap.add_argument("--signals", action="store_true", help="AUC of query-level signals (see signals())")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.loso:
         loso(emb, args.sets.split(","))
+        return
+    if args.signals:
+        signals(emb, args.sets.split(","))
         return
     cw = MemorySettings(path=":memory:").context_weight
     tally: dict[str, Counter[str]] = defaultdict(Counter)
