@@ -55,6 +55,13 @@ class ScoringSettings(BaseModel):
     keyword_cap: float = Field(
         0.15, ge=0, description="language fusion, candidates in another script than the question: keywords lift "
         "sim at most this far above the vector score")
+    bridge_weight: float = Field(
+        0.3, ge=0, le=1, description="language fusion: how much a memory in another script keeps of its imputed "
+        "keyword part without lexicon evidence (0: all of it, 1: only as much as its bilingual-lexicon coverage "
+        "of the question; memory.lexicon)")
+    bridge_bonus: float = Field(
+        3.0, ge=0, le=10, description="language fusion: keyword part a memory in another script gains at full "
+        "bilingual-lexicon coverage of the question (memory.lexicon)")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")

