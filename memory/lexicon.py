@@ -6,22 +6,25 @@ module gives the fusion real cross-lingual keyword evidence instead: the questio
 are translated through the dictionary, and each candidate in the other script is checked for the
 translations (:func:`bridge_coverage`).
 
-* Chinese question, English memory: the question's dictionary words (every CEDICT headword of 2-4
-  characters found in it; a word inside a longer found word adds its glosses to the longer one's)
-  map to the content words of their short senses (:func:`memory.text.tokenize`: stemmed, stop
-  words dropped). A memory matches the concept when its terms contain one of them.
-* English question, Chinese memory: each content term maps to the (at most 16 best-ranked)
-  headwords of 2-4 characters that have a short sense containing it; a memory matches when one of
-  them occurs in its text or the term is among the glosses of the memory's own dictionary words.
+* Chinese question, English memory: the question's dictionary words (forward maximum matching
+  over CEDICT headwords of 2-4 characters, question words such as 什么 dropped; a longer word also
+  takes the glosses of the 2-character words inside it) map to the content words of their first
+  short senses (:func:`memory.text.tokenize`: stemmed, stop words dropped). A memory matches the
+  concept when its terms contain one of them.
+* English question, Chinese memory: each content term (words too general to be evidence, such as
+  "long" or "new", dropped) maps to the (at most 16 best-ranked) headwords that have a short sense
+  containing it; a memory matches when one of them occurs in its text or the term is among the
+  glosses of the memory's own dictionary words.
 
-Concepts are weighted by an IDF over the candidates in the other script (a translation every
-candidate has says nothing) times the mapping's specificity (1 / log2(1 + number of
-translations)); the coverage of a memory is its matched weight over the total, in [0, 1].
+Concepts are weighted by an IDF over the candidates (a translation every candidate has says
+nothing) over ln(2 + number of translations) (a word with many is a weaker clue); a memory's
+coverage is its matched weight over the total, in [0, 1].
 
-The dictionary (~122k entries, CC BY-SA 4.0) is parsed on first use only: ``import memory`` does not
-load it, and a one-script store never reaches it. Parsing takes a while, so the compact form (two
-dicts of space-joined strings) is cached as a ``marshal`` file next to the data (or in the
-user cache directory) keyed by the data file's size and mtime.
+The dictionary (~122k entries, CC BY-SA 4.0) is read on first use only: ``import memory`` does not
+load it, and a store whose candidates are all in the question's script never reaches it. Parsing
+the gzipped text takes ~3.6 s, so the compact form (two dicts of space-joined strings, ~3.8 MB) is
+cached as a ``marshal`` file in the user cache directory, keyed by the data file's size and mtime:
+later processes load it in ~80 ms, for ~16 MB of RSS (~22 MB with the per-text caches warm).
 """
 
 from __future__ import annotations
@@ -181,6 +184,9 @@ def get_lexicon() -> Lexicon:
                     tmp = cache.with_suffix(f".{os.getpid()}.tmp")
                     tmp.write_bytes(marshal.dumps((_CACHE_VERSION, zh_en, en_zh)))
                     os.replace(tmp, cache)
+                    for old in cache.parent.glob("cedict-v*.marshal"):  # earlier versions' caches
+                        if old != cache:
+                            old.unlink(missing_ok=True)
                 except OSError:
                     pass
             _LEXICON = Lexicon(zh_en, en_zh)
