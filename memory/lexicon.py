@@ -194,9 +194,13 @@ def get_lexicon() -> Lexicon:
 
 
 @lru_cache(maxsize=65536)
+def _norm(term: str) -> str:
+    return get_lexicon().norm(term)
+
+
+@lru_cache(maxsize=65536)
 def _terms(text: str) -> frozenset[str]:
-    lex = get_lexicon()
-    return frozenset(lex.norm(t) for t in tokenize(text))
+    return frozenset(map(_norm, tokenize(text)))
 
 
 @lru_cache(maxsize=4096)
@@ -205,9 +209,38 @@ def _query_concepts(query: str, to_han: bool) -> tuple[tuple[str, tuple[str, ...
 
 
 @lru_cache(maxsize=65536)
+def _word_glosses(word: str) -> frozenset[str]:
+    """A headword's gloss terms with those of the 2-character words inside it (as :func:`_concepts`)."""
+    zh = get_lexicon().zh_en
+    return frozenset(g for j in range(len(word) - 1) for g in zh.get(word[j:j + 2], "").split()) \
+        | frozenset(zh[word].split(" "))
+
+
+@lru_cache(maxsize=65536)
 def _han_glosses(text: str) -> frozenset[str]:
-    """English gloss terms of the dictionary words in a text's Chinese runs (forward maximum matching)."""
-    return frozenset(g for _, gl in _concepts(get_lexicon(), text, False) for g in gl)
+    """English gloss terms of the dictionary words in a text's Chinese runs (forward maximum matching,
+    as :func:`_concepts` reads a question; written out here because every candidate goes through it)."""
+    zh = get_lexicon().zh_en
+    out: set[str] = set()
+    for run in _HAN_RUN.findall(text):
+        i, end = 0, len(run)
+        while i < end:
+            for n in (4, 3, 2):
+                if i + n <= end and run[i:i + n] in zh:
+                    word = run[i:i + n]
+                    if word not in _ZH_STOP_WORDS:
+                        out |= _word_glosses(word)
+                    i += n
+                    break
+            else:
+                i += 1
+    return frozenset(out)
+
+
+# A letter of a non-CJK script (NFKC turns full-width Latin into ASCII): a text without one has no
+# English term for a gloss to match.
+_NON_CJK_LETTER = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_NO_HITS: frozenset[str] = frozenset()
 
 
 def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[float] | None:
@@ -221,14 +254,20 @@ def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[floa
     concepts = _query_concepts(query, to_han)
     if not concepts or not texts:
         return None
+    # Texts with nothing in the target script cannot match (skipped: most of a search's candidates
+    # are in the question's own script), but still count in the IDF's candidate total.
+    none = [False] * len(concepts)
     if to_han:
         hits = []
         for text in texts:
+            if text.isascii():
+                hits.append(none)
+                continue
             gl = _han_glosses(text)
             hits.append([t in gl or any(h in text for h in heads) for t, heads in concepts])
     else:
-        term_sets = [_terms(text) for text in texts]
-        hits = [[not terms.isdisjoint(gl) for _, gl in concepts] for terms in term_sets]
+        term_sets = [_terms(text) if _NON_CJK_LETTER.search(text) else _NO_HITS for text in texts]
+        hits = [[not terms.isdisjoint(gl) for _, gl in concepts] if terms else none for terms in term_sets]
     n = len(texts)
     weights = []
     for j, (_, trans) in enumerate(concepts):
