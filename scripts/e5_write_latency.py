@@ -17,6 +17,22 @@ in from outside so the product code is unchanged:
   that model (fitted by scripts/judge7_e5.py), so the verdicts are the e5 model's.
 
 Prints the eval's JSON with ``timing`` plus ``uptime`` before and after (stderr).
+
+Results (2026-11-27, 2 shared cores, tests/data/dedupe_corpus/author_h.jsonl, 288 timed writes,
+``nice -n 5``, alternating 3x with main's code run as ``memctl eval dedupe --pairs ... --json`` from a
+detached worktree of main), write p50 / p95 ms per run:
+
+* load 3.4-4.8, e5 model: main 11.5/23.2, 17.6/38.7, 11.6/23.8; e5 43.7/93.3, 46.1/111.5, 46.6/109.9;
+* load 5-7, shipped model + the e5 encode per write (no e5 feature): main 15.7/42.0, 19.4/48.6,
+  32.6/80.5; e5 67.3/137.2, 46.4/104.9, 80.7/188.6;
+* load 10-11, e5 model: main 29.1/72.7, 28.1/78.9, 23.9/59.7; e5 97.3/209.0, 70.6/154.6, 81.3/183.5;
+* this harness with ``--off``, load 3.4-3.8: 17.6/38.0 (the harness itself adds nothing).
+
+Rates on author_h through the write path (in-sample for both models' fit kinds, not a quality
+figure): main .64/.477/.04, e5 model .62/.409/.04. e5 per text alone (scripts/e5_cost.py,
+OMP_NUM_THREADS=1): ~1.1 ms a token, p50 23-35 ms / p95 36-53 ms on the corpus's incoming texts at
+load 1-4. A Python loop beside a looping encode ran at 0.56 of its speed alone (load 3.3): the GIL
+is released, the cores are not free.
 """
 
 from __future__ import annotations

