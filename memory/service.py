@@ -266,7 +266,8 @@ class MemoryService:
         return self._embed_texts([r.content for r in records], [r.metadata.extra.get("context") for r in records],
                                  embedder)
 
-    def _embed_texts(self, contents: Sequence[str], ctx: Sequence[object], embedder: Embedder | None = None) -> np.ndarray:
+    def _embed_texts(self, contents: Sequence[str], ctx: Sequence[object],
+                     embedder: Embedder | None = None) -> np.ndarray:
         """:meth:`embed_records` on the two texts it reads (bulk import sends only these to its
         workers: pickling whole records cost ~20 us each way per memory)."""
         emb = embedder or self.embedder

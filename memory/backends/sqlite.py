@@ -156,7 +156,8 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
             top_rid = int(top[0]) if top is not None else 0
             fts_rows: list[tuple[int, str, str]] = []
-            for r, v, terms, nsterms in zip(records, vecs, terms_of, nsterms_of, strict=True):
+            blobs = vecs.astype("<f4", copy=False)  # the stored layout; no copy per row
+            for r, v, blob, terms, nsterms in zip(records, vecs, blobs, terms_of, nsterms_of, strict=True):
                 rid = conn.execute(
                     """INSERT INTO memories (id, ns, content, metadata, type, created_at, updated_at,
                                              expires_at, vector, seq)
@@ -169,7 +170,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                     (
                         r.id, ns_key(r.namespace), r.content, r.metadata.model_dump_json(),
                         r.metadata.type, epoch(r.created_at), epoch(r.updated_at), epoch(r.expires_at),
-                        v.astype("<f4").tobytes(), seq,
+                        blob.tobytes(), seq,
                     ),
                 ).fetchone()[0]
                 if rid <= top_rid:
