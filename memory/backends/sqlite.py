@@ -149,7 +149,15 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                 changed = self._changed_since(conn, guard[0], guard[1])
                 if changed:
                     return False, changed, seq
-            for r, v, terms, nsterms in zip(records, vecs, terms_of, nsterms_of, strict=True):
+            # AUTOINCREMENT: a row inserted now gets a rid above every rid ever used, so only a
+            # rid at or below this one (an update of an existing memory) can have a keyword row
+            # to replace. Skipping the DELETE for new rows, and inserting the keyword rows in one
+            # executemany, took ~0.3 s of CPU off a 20k-memory import (same rows stored).
+            top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
+            top_rid = int(top[0]) if top is not None else 0
+            fts_rows: list[tuple[int, str, str]] = []
+            blobs = vecs.astype("<f4", copy=False)  # the stored layout; no copy per row
+            for r, v, blob, terms, nsterms in zip(records, vecs, blobs, terms_of, nsterms_of, strict=True):
                 rid = conn.execute(
                     """INSERT INTO memories (id, ns, content, metadata, type, created_at, updated_at,
                                              expires_at, vector, seq)
@@ -162,14 +170,12 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                     (
                         r.id, ns_key(r.namespace), r.content, r.metadata.model_dump_json(),
                         r.metadata.type, epoch(r.created_at), epoch(r.updated_at), epoch(r.expires_at),
-                        v.astype("<f4").tobytes(), seq,
+                        blob.tobytes(), seq,
                     ),
                 ).fetchone()[0]
-                conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
-                conn.execute(
-                    "INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)",
-                    (rid, nsterms, terms),
-                )
+                if rid <= top_rid:
+                    conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
+                fts_rows.append((rid, nsterms, terms))
                 self._records.pop(rid, None)
                 cat = self._parts.catalogue
                 if cat is None:
@@ -181,6 +187,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                 else:  # moved out of a loaded partition (or in one not loaded): drop it here
                     self._index.remove(rid)
                     self._kw.remove(rid)
+            conn.executemany("INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)", fts_rows)
             return True, [], seq
 
         return self._write(do)

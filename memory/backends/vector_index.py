@@ -450,7 +450,14 @@ def fit_basis(sample: np.ndarray, dim: int, head: int | None = None) -> np.ndarr
     130 directions): 48 there took p50 9.9 vs 8.9 ms, 32 fell back to the full scan.
     """
     s64 = sample.astype(np.float64)
-    energy, vecs = np.linalg.eigh(s64.T @ s64)
+    if _limit_blas is None:
+        energy, vecs = np.linalg.eigh(s64.T @ s64)
+    else:
+        # One BLAS thread: on the busy 2-core host OpenBLAS's second thread spun, and a 20k x 512
+        # fit took 3.2-7.3 s wall (2.2-4.2 s CPU) instead of 0.29-0.34 s (load ~5). It ran at
+        # the end of every bulk import that first crossed TWO_STAGE_MIN_ROWS.
+        with _limit_blas(limits=1, user_api="blas"):
+            energy, vecs = np.linalg.eigh(s64.T @ s64)
     energy, vecs = energy[::-1], vecs[:, ::-1]
     if head is None:
         share = np.cumsum(energy) / max(float(energy.sum()), 1e-12)

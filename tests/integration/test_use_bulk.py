@@ -66,3 +66,27 @@ def test_docstring_example_runs() -> None:
 
     result = doctest.testmod(memory.use_bulk)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_word_cached_tokenizer_gives_the_package_ids(use) -> None:
+    """BulkUSE tokenizes word by word with a cache (SentencePiece's lattice breaks at every word
+    boundary for this vocabulary); the ids must be the package's own whole-text Viterbi ids."""
+    import json
+    from pathlib import Path
+
+    from memory.use_vocab import promote
+
+    data = Path(__file__).parent.parent / "data" / "zh_en"
+    texts = list(TEXTS) + ["", "   ", "  two  spaces  ", "trailing space ", "tab\there", "😀 emoji, 表情",
+                           "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ", "naïve café déjà vu", "a\u200bb", "x" * 300]
+    for f in sorted(data.glob("*.jsonl"))[:3]:
+        for line in f.read_text(encoding="utf-8").splitlines()[:200]:
+            obj = json.loads(line)
+            texts += [v for v in obj.values() if isinstance(v, str)]
+    bulk = BulkUSE(use)
+    bulk.load()
+    sp = use._model.sp
+    promote(sp)
+    words = bulk._tokenize  # twice: the second pass reads every word from the cache
+    for t in texts + texts:
+        assert words(t) == sp.encode(t, out_type=int, add_bos=True, add_eos=True), t
