@@ -156,7 +156,6 @@ class BulkUSE:
 
     # ------------------------------------------------------------------ forward pass
     def _encode(self, texts: list[str]) -> np.ndarray:
-        b = self._b
         out = np.empty((len(texts), _EMB), dtype=np.float32)
         tokenize = self._tokenize
         group: list[list[int]] = []
