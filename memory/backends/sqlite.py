@@ -367,6 +367,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         if self.path != ":memory:":
             with self._lock, self._translate():
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._drop_shared()  # the mapped partitions file holds deleted rows too
 
     def stats(self) -> dict[str, Any]:
         """Sizes for ``memctl stats``: rows, keyword rows, indexed vectors, file size."""
