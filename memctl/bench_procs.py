@@ -13,7 +13,8 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--
   ratio; ``procs_fork.pss_vs_standalone`` is the whole server (parent + N workers) against ONE
   spawned process doing the same searches (issue 13's target: < 2).
 * ``--steady``: the same with every partition loaded, the state of long-lived processes: one
-  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers.
+  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers, and vs N
+  spawned processes that each loaded them all (``spawned``, ``spawned_pss_ratio``).
 * ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
   (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
   (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
@@ -291,10 +292,15 @@ def main() -> None:
             # loaded them itself; server: prefork(preload_index=True) + N workers, parent counted.
             alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady")["total"]
             server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady")
+            # N independent processes that each loaded every partition (uvicorn --workers, MCP
+            # clients): what the mapped <store>.partitions file lets them share.
+            spawned = _fresh_procs(a.store, a.procs, a.searches, "spawn-steady")
             res["procs_steady"] = {"standalone": alone, "server": server["total"], "parent": server["parent"],
                                    "workers": server["workers"], "n": a.procs,
                                    "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["pss_mb"], 2),
-                                   "per_process": server["per_process"]}
+                                   "per_process": server["per_process"], "spawned": spawned["total"],
+                                   "spawned_pss_ratio": round(spawned["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "spawned_per_process": spawned["per_process"]}
         if a.detail:
             res["detail_fork_1"] = _fresh_procs(a.store, 1, a.searches, "fork", detail=True)
             res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",
