@@ -8,7 +8,10 @@ over the ``memories_ns`` index) of the prefixes it asks about, extended on deman
 searched again (see ``PartitionMixin._plan``) it loads their partitions, and only those: their
 vectors gathered from the vector file (:mod:`memory.backends.vector_file`) and their BM25
 postings from the FTS5 table. Partitions are kept in LRU order and evicted once the loaded
-ones exceed the memory budget (``MemorySettings.index_memory_mb``).
+ones exceed the memory budget (``MemorySettings.index_memory_mb``). A partition unchanged since
+``<store>.partitions`` was written is loaded as a read-only view of that mapped file instead of
+a private copy (:mod:`memory.backends.shared_base`; written by the first load of
+ARENA_MIN_ROWS rows or more), so processes searching one store share its pages.
 
 BM25 needs collection statistics over the *whole* store (row count, average length, each
 term's document frequency), which a partial index cannot count. They are read from FTS5
