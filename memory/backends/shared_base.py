@@ -24,7 +24,8 @@ the keyword index kills the row's slot here and indexes it again in its in-heap 
 are visible exactly as before. A missing, foreign, truncated or corrupt file (header, sizes,
 spot checks of rows against SQLite) is not used, and rebuilt by the next large load
 (:func:`build`, under the vector file's lock, written aside and renamed into place, so a
-process that has the old file mapped keeps reading the old, complete file). ``scrub`` (after
+process that has the old file mapped keeps reading the old, complete file; one builder at a time,
+under ``<file>.lock``). ``scrub`` (after
 forget-user or a hard delete) removes it: it holds the text's terms and vectors.
 """
 
@@ -45,6 +46,11 @@ from typing import Any
 import numpy as np
 
 from memory.backends.vector_file import VectorFile, db_seq
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 from memory.namespace import Namespace
 
 MAGIC = b"MEMPART1"
@@ -222,10 +228,24 @@ def _writing(path: str) -> Iterator[str]:
             os.unlink(tmp)
 
 
+@contextmanager
+def build_lock(path: str) -> Iterator[None]:
+    """One builder at a time per store (``<file>.lock``, empty). Not the vector file's lock:
+    a build takes seconds, and every search's catch-up takes that one."""
+    if fcntl is None:  # pragma: no cover - Windows: one process per file there
+        yield
+        return
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None:
     """Write ``path`` from the store's committed state (one read snapshot). Call outside a
-    transaction, holding the vector file's lock (two processes never build at once)."""
-    seen_vf = vf.synced_seq()
+    transaction, holding :func:`build_lock`."""
     conn.execute("BEGIN")
     try:
         seq = db_seq(conn)
@@ -234,10 +254,10 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
         names = sorted({r[1] for r in rows})
         code_of = {n: i for i, n in enumerate(names)}
         code = np.fromiter((code_of[r[1]] for r in rows), dtype=np.int32, count=len(rows))
-        fresh = {r[0] for r in rows if r[2] > seen_vf}  # not in the vector file yet: read from SQLite
+        row_seq = np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows))
         del rows
         order = np.lexsort((rid, code))
-        rid, code = rid[order], code[order]
+        rid, code, row_seq = rid[order], code[order], row_seq[order]
         n = len(rid)
         ns_start = np.searchsorted(code, np.arange(len(names) + 1)).astype(np.int64)
         rid_slot = np.full(int(rid.max()) + 1 if n else 0, -1, dtype=np.int32)
@@ -304,9 +324,13 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
                             o, dt, shape = layout[name]
                             np.ndarray(shape, dtype=dt, buffer=mm, offset=o)[...] = arr
                     vecs = np.ndarray((n, dim), dtype="<f4", buffer=mm, offset=layout["vecs"][0])
-                    for lo in range(0, n, CHUNK):
-                        vecs[lo : lo + CHUNK] = vf.rows(rid[lo : lo + CHUNK])
-                    for r in sorted(fresh):
+                    # Under the vector file's lock: no catch-up (or rebuild) rewrites its rows
+                    # while they are copied. Rows it does not hold yet come from SQLite.
+                    with vf.locked():
+                        seen = vf.synced_seq()
+                        for lo in range(0, n, CHUNK):
+                            vecs[lo : lo + CHUNK] = vf.rows(rid[lo : lo + CHUNK])
+                    for r in rid[row_seq > seen].tolist():
                         (blob,) = conn.execute("SELECT vector FROM memories WHERE rid = ?", (r,)).fetchone()
                         vecs[rid_slot[r]] = np.frombuffer(blob, dtype="<f4")
                     del vecs
@@ -328,4 +352,5 @@ def remove(path: str | None) -> None:
             pass
 
 
-__all__ = ["STALE_SHARE", "SharedBase", "build", "open_base", "partitions_path", "remove", "term_hashes"]
+__all__ = ["STALE_SHARE", "SharedBase", "build", "build_lock", "open_base", "partitions_path", "remove",
+           "term_hashes"]

@@ -302,7 +302,7 @@ class PartitionMixin:
         if base is not None and not base.stale(self._conn, self._applied_seq):
             return base
         try:
-            with vf.locked():
+            with shared_base.build_lock(path):
                 fresh = open_base(path, vf.tag, self.dim, self._conn)  # another process may have built it
                 if fresh is None or fresh.stale(self._conn, self._applied_seq):
                     shared_base.build(self._conn, vf, path, self.dim)
