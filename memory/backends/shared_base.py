@@ -264,21 +264,27 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
         rid_slot[rid] = np.arange(n, dtype=np.int32)
         ns_depth = np.asarray([len(x.split("/")) for x in names], dtype=np.float32)
         doc_len = ns_depth[code] if n else np.zeros(0, dtype=np.float32)
-        # Keyword postings: token -> term id per chunk (transient Python objects stay per chunk).
+        # Keyword postings: token -> term id, a chunk of rows at a time (its Python strings are
+        # freed before the next), the content table read in order (faster than id lookups).
         vocab: dict[str, int] = {}
         ids_from = itertools.count()  # one number per token: a new term keeps its first one
         keys: list[np.ndarray] = []
-        for lo in range(0, n, CHUNK):
-            ids = rid[lo : lo + CHUNK]
-            got = conn.execute(f"SELECT id, c1 FROM memories_fts_content WHERE id IN ({','.join('?' * len(ids))})",
-                               ids.tolist()).fetchall()
-            for r, text in got:
-                toks = (text or "").split()
-                s = int(rid_slot[r])
-                doc_len[s] += len(toks)
-                if toks:
-                    t = np.fromiter(map(vocab.setdefault, toks, ids_from), dtype=np.int64, count=len(toks))
-                    keys.append(t * max(n, 1) + s)
+        cur = conn.execute("SELECT id, c1 FROM memories_fts_content")
+        while True:
+            got = cur.fetchmany(CHUNK)
+            if not got:
+                break
+            ids = np.fromiter((r for r, _ in got), dtype=np.int64, count=len(got))
+            inside = ids < len(rid_slot)
+            slots = np.full(len(got), -1, dtype=np.int64)
+            slots[inside] = rid_slot[ids[inside]]
+            docs = [(t or "").split() if s >= 0 else [] for (_, t), s in zip(got, slots.tolist(), strict=True)]
+            counts = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+            doc_len[slots[slots >= 0]] += counts[slots >= 0]
+            if counts.sum():
+                t = np.fromiter(map(vocab.setdefault, itertools.chain.from_iterable(docs), ids_from),
+                                dtype=np.int64, count=int(counts.sum()))
+                keys.append(t * max(n, 1) + np.repeat(slots, counts))
         words = list(vocab)
         del vocab
         pair, tf = np.unique(np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64), return_counts=True)
@@ -326,10 +332,14 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
                     vecs = np.ndarray((n, dim), dtype="<f4", buffer=mm, offset=layout["vecs"][0])
                     # Under the vector file's lock: no catch-up (or rebuild) rewrites its rows
                     # while they are copied. Rows it does not hold yet come from SQLite.
+                    # The vector file is read in order and scattered to the slots (namespace
+                    # order is random in row-id order: a gather would be a read per row).
                     with vf.locked():
                         seen = vf.synced_seq()
-                        for lo in range(0, n, CHUNK):
-                            vecs[lo : lo + CHUNK] = vf.rows(rid[lo : lo + CHUNK])
+                        for lo, mat in vf.chunks(len(rid_slot)):
+                            dst = rid_slot[lo : lo + len(mat)]
+                            keep = dst >= 0
+                            vecs[dst[keep]] = mat[: len(dst)][keep]
                     for r in rid[row_seq > seen].tolist():
                         (blob,) = conn.execute("SELECT vector FROM memories WHERE rid = ?", (r,)).fetchone()
                         vecs[rid_slot[r]] = np.frombuffer(blob, dtype="<f4")
