@@ -283,6 +283,9 @@ def main() -> None:
     a = ap.parse_args()
     res: dict[str, Any] = {"store": a.store, "load_avg_before": os.getloadavg()}
     res["open"] = open_and_warm(a.store, a.queries)
+    import gc
+
+    gc.collect()  # nothing of that store stays mapped here while the workers are measured
     if not a.skip_procs:
         for mode in ("spawn", "fork") + (("floor",) if a.floor else ()):
             one = _fresh_procs(a.store, 1, a.searches, mode)

@@ -399,6 +399,11 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                 self._conn.close()
                 if self._vf is not None:
                     self._vf.close()
+                if self._parts.base is not None:
+                    # Unmap the partitions file now, not whenever the garbage collector frees
+                    # this object: its pages would keep counting in this process.
+                    self._index, self._kw = VectorIndex(self.dim), KeywordIndex()
+                    self._parts.base = None
 
     def __enter__(self) -> SqliteBackend:
         return self
