@@ -10,7 +10,9 @@ its pages live once in the OS page cache, whoever maps them.
 Layout (every array page-aligned; a JSON header says where): the rows of the store sorted by
 namespace, then row id, so each namespace is one contiguous run. Per row (a *slot*): vector
 (float32 x dim), row id, BM25 document length, namespace code. Per namespace: first slot.
-``rid_slot``: row id -> slot (-1: not in the file). Keyword postings in CSR form: terms sorted
+``rid_slot``: row id -> slot (-1: not in the file). With a two-stage basis saved for the store:
+the basis and each row's projection onto it and left-out norm, so the first large search of a
+process does not compute (and keep privately) its own. Keyword postings in CSR form: terms sorted
 by a 64-bit hash of their UTF-8 bytes (stable across processes, unlike ``hash()``), each with
 its run of (slot int32, term frequency float32); the term's bytes are kept too, so a lookup
 never trusts the hash alone.
@@ -45,7 +47,9 @@ from typing import Any
 
 import numpy as np
 
+from memory.backends.vector_arena import register_projection
 from memory.backends.vector_file import VectorFile, db_seq
+from memory.backends.vector_index import _rest_norm
 
 try:
     import fcntl
@@ -54,7 +58,7 @@ except ImportError:  # pragma: no cover - Windows
 from memory.namespace import Namespace
 
 MAGIC = b"MEMPART1"
-VERSION = 1
+VERSION = 2  # 2: with the two-stage basis, projections and left-out norms
 HEADER = 16_384  # magic, JSON length, JSON (array offsets); arrays start page-aligned after it
 PAGE = 4096
 SPOT_CHECKS = 8  # rows compared with SQLite when the file is opened
@@ -100,6 +104,10 @@ class SharedBase:
         self._post_slot: np.ndarray = a["post_slot"]
         self._post_tf: np.ndarray = a["post_tf"]
         names = bytes(a["ns_names"]).decode().split("\n") if len(a["ns_names"]) else []
+        if a["basis"].shape[1] and len(a["proj"]) == self.rows:
+            # The two-stage scan reads these instead of projecting the rows itself (as long as it
+            # uses the same basis): see memory.backends.vector_arena.register_projection.
+            register_projection(self.vecs, a["basis"], a["proj"], a["rest"])
         self.ns_list: list[Namespace] = [tuple(n.split("/")) for n in names]
         self.ns_code: dict[Namespace, int] = {ns: i for i, ns in enumerate(self.ns_list)}
         self._dirty: tuple[int, set[Namespace] | None, int] | None = None  # (checked at seq, dirty, changed)
@@ -243,9 +251,10 @@ def build_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None:
+def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int, basis: np.ndarray | None = None) -> None:
     """Write ``path`` from the store's committed state (one read snapshot). Call outside a
-    transaction, holding :func:`build_lock`."""
+    transaction, holding :func:`build_lock`. With ``basis`` (the two-stage scan's), the rows'
+    projections onto it and the norms of what it leaves out are written too."""
     conn.execute("BEGIN")
     try:
         seq = db_seq(conn)
@@ -304,8 +313,10 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
         term_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         text = [words[i].encode() for i in by_hash.tolist()]
         text_ptr = np.concatenate([[0], np.cumsum([len(t) for t in text])]).astype(np.int64)
+        head = 0 if basis is None else basis.shape[1]
         arrays: dict[str, np.ndarray | tuple[str, tuple[int, ...]]] = {
-            "vecs": ("<f4", (n, dim)), "rids": rid, "doc_len": doc_len.astype(np.float32), "slot_ns": code,
+            "vecs": ("<f4", (n, dim)), "proj": ("<f4", (n if head else 0, head)), "rest": ("<f4", (n if head else 0,)),
+            "basis": np.zeros((dim, 0), dtype="<f4") if basis is None else np.ascontiguousarray(basis, dtype="<f4"), "rids": rid, "doc_len": doc_len.astype(np.float32), "slot_ns": code,
             "ns_start": ns_start, "ns_names": np.frombuffer("\n".join(names).encode(), dtype=np.uint8),
             "rid_slot": rid_slot, "term_hash": hashes[by_hash], "term_ptr": term_ptr,
             "term_text": np.frombuffer(b"".join(text), dtype=np.uint8), "term_text_ptr": text_ptr,
@@ -316,9 +327,9 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
             dt, shape = arr if isinstance(arr, tuple) else (arr.dtype.str, arr.shape)
             layout[name] = (off, dt, shape)
             off += -(-int(np.prod(shape)) * np.dtype(dt).itemsize // PAGE) * PAGE
-        head = json.dumps({"version": VERSION, "tag": vf.tag.hex(), "dim": dim, "seq": seq, "rows": n,
+        header = json.dumps({"version": VERSION, "tag": vf.tag.hex(), "dim": dim, "seq": seq, "rows": n,
                            "arrays": layout}).encode()
-        if 12 + len(head) > HEADER:
+        if 12 + len(header) > HEADER:
             raise ValueError("partitions header too large")
         with _writing(path) as tmp:
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -343,9 +354,16 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int) -> None
                     for r in rid[row_seq > seen].tolist():
                         (blob,) = conn.execute("SELECT vector FROM memories WHERE rid = ?", (r,)).fetchone()
                         vecs[rid_slot[r]] = np.frombuffer(blob, dtype="<f4")
+                    if basis is not None:
+                        proj = np.ndarray((n, head), dtype="<f4", buffer=mm, offset=layout["proj"][0])
+                        rest = np.ndarray((n,), dtype="<f4", buffer=mm, offset=layout["rest"][0])
+                        for lo in range(0, n, CHUNK):
+                            proj[lo : lo + CHUNK] = vecs[lo : lo + CHUNK] @ basis
+                            rest[lo : lo + CHUNK] = _rest_norm(vecs[lo : lo + CHUNK], basis)
+                        del proj, rest
                     del vecs
                     mm.flush()
-                os.pwrite(fd, MAGIC + struct.pack("<I", len(head)) + head, 0)  # last: a torn file has no magic
+                os.pwrite(fd, MAGIC + struct.pack("<I", len(header)) + header, 0)  # last: a torn file has no magic
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -305,7 +305,8 @@ class PartitionMixin:
             with shared_base.build_lock(path):
                 fresh = open_base(path, vf.tag, self.dim, self._conn)  # another process may have built it
                 if fresh is None or fresh.stale(self._conn, self._applied_seq):
-                    shared_base.build(self._conn, vf, path, self.dim)
+                    big = len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS
+                    shared_base.build(self._conn, vf, path, self.dim, self._basis_now() if big else None)
                     parts.base_builds += 1
                     fresh = open_base(path, vf.tag, self.dim, self._conn)
         except (OSError, ValueError) as exc:  # a read-only directory, a full disk: private copies

@@ -49,6 +49,19 @@ def arena_of(vecs: np.ndarray) -> tuple[np.ndarray, int] | None:
     return base, off // row
 
 
+# Arenas whose projection onto a basis was computed ahead (the mapped <store>.partitions file
+# holds one): id(arena) -> (weak ref to it, basis, projection, left-out norms).
+_PROJECTED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def register_projection(arena: np.ndarray, basis: np.ndarray, proj: np.ndarray, rest: np.ndarray) -> None:
+    """``proj``/``rest``: ``arena``'s rows projected onto ``basis`` and the norms of what that
+    leaves out (rounded up as ``rest_norm`` does); used instead of computing them again."""
+    for k in [k for k, v in _PROJECTED.items() if v[0]() is None]:
+        del _PROJECTED[k]  # arenas freed since (ids are reused)
+    _PROJECTED[id(arena)] = (weakref.ref(arena), basis, proj, rest)
+
+
 def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
                    rest_norm: object) -> None:
     """Project, arena by arena, the blocks that have no projection yet and are views of an arena
@@ -61,14 +74,18 @@ def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
         if found is not None:
             groups.setdefault(id(found[0]), (found[0], []))[1].append((b, found[1]))
     for arena, members in groups.values():
-        if sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
+        saved = _PROJECTED.get(id(arena))
+        if saved is not None and saved[0]() is arena and np.array_equal(saved[1], basis):
+            proj, rest = saved[2], saved[3]  # read-only views of the mapped file: nothing computed
+        elif sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
             continue
-        proj = np.empty((len(arena), basis.shape[1]), dtype=np.float32)
-        rest = np.empty(len(arena), dtype=np.float32)
-        for lo in range(0, len(arena), PROJECT_CHUNK):
-            part = arena[lo : lo + PROJECT_CHUNK]
-            proj[lo : lo + len(part)] = part @ basis
-            rest[lo : lo + len(part)] = rest_norm(part, basis)  # type: ignore[operator]
+        else:
+            proj = np.empty((len(arena), basis.shape[1]), dtype=np.float32)
+            rest = np.empty(len(arena), dtype=np.float32)
+            for lo in range(0, len(arena), PROJECT_CHUNK):
+                part = arena[lo : lo + PROJECT_CHUNK]
+                proj[lo : lo + len(part)] = part @ basis
+                rest[lo : lo + len(part)] = rest_norm(part, basis)  # type: ignore[operator]
         for b, off in members:
             cap = len(b.vecs)
             b.proj, b.rest = proj[off : off + cap], rest[off : off + cap]
@@ -239,4 +256,4 @@ class Selection:
 
 
 __all__ = ["ARENA_MIN_ROWS", "ARENA_MIN_SHARE", "ArenaPlan", "Members", "Selection", "arena_of", "copy_out",
-           "exact_rows", "plan", "project_arenas", "top_m"]
+           "exact_rows", "plan", "project_arenas", "register_projection", "top_m"]

@@ -158,6 +158,8 @@ class _Block:
             self.version += 1
         if not self.rids.flags.writeable:
             self.rids = self.rids.copy()
+        if self.proj is not None and not self.proj.flags.writeable:
+            self.proj, self.rest = self.proj.copy(), self.rest.copy()  # type: ignore[union-attr]
 
     def append(self, rid: int, vec: np.ndarray) -> int:
         self.own()
@@ -183,6 +185,9 @@ class _Block:
         """Project rows [projected, n) onto `basis` (dim x h)."""
         if self.projected >= self.n:
             return
+        if self.proj is not None and not self.proj.flags.writeable:
+            self.proj = self.rest = None  # the mapped file's (another basis): computed here instead
+            self.projected = 0
         if self.proj is None or len(self.proj) < self.n or self.proj.shape[1] != basis.shape[1]:
             cap = len(self.rids)
             proj = np.zeros((cap, basis.shape[1]), dtype=np.float32)

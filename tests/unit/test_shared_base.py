@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -223,3 +224,32 @@ def test_scrub_removes_the_file(tmp_path: Path) -> None:
         got = _results(b)
     assert got == _reference(path)
     assert not any(h[0] in {f"m{i}" for i in range(1, 240, 2) if (i // 2) % USERS == 1} for r in got for h in r)
+
+
+def test_two_stage_projections_are_read_from_the_file_and_copied_on_write(tmp_path: Path, monkeypatch) -> None:
+    """With a two-stage basis, the file holds each row's projection: a large search reads them
+    (no private projection), and stays exact (the same hits and scores as private ones)."""
+    from memory.backends import vector_index as vi
+
+    global DIM
+    monkeypatch.setattr(vi, "TWO_STAGE_MIN_ROWS", 1)
+    monkeypatch.setattr(sys.modules[__name__], "DIM", 64)
+    rng = np.random.default_rng(3)
+    n = USERS * len(KINDS) * PER_NS
+    low = rng.standard_normal((n, 4)) @ rng.standard_normal((4, DIM)) + 0.05 * rng.standard_normal((n, DIM))
+    vecs = (low / np.linalg.norm(low, axis=1, keepdims=True)).astype(np.float32)
+    path = tmp_path / "p.sqlite"
+    recs = [MemoryRecord(id=f"m{i}", namespace=(KINDS[i % 2], f"u{(i // 2) % USERS}"), content=_text(i))
+            for i in range(n)]
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        b.upsert(recs, vecs)
+    want = _reference(path)
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+        assert _results(b) == want
+        assert b._index.last_plan.startswith("two-stage") and b._parts.base is not None
+        block = b._index._blocks[("facts", "u1")]
+        assert block.proj is not None and not block.proj.flags.writeable  # the file's, not computed here
+        b.upsert([MemoryRecord(id="m3", namespace=("facts", "u1"), content="tea changed")], vecs[7:8])
+        assert b.delete(ids=["m5"]) == 1
+        got = _results(b)
+    assert got == _reference(path)
