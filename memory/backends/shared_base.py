@@ -107,7 +107,8 @@ class SharedBase:
         if a["basis"].shape[1] and len(a["proj"]) == self.rows:
             # The two-stage scan reads these instead of projecting the rows itself (as long as it
             # uses the same basis): see memory.backends.vector_arena.register_projection.
-            register_projection(self.vecs, a["basis"], a["proj"], a["rest"])
+            self._projection = (a["basis"], a["proj"], a["rest"])  # kept alive by this object
+            register_projection(self.vecs, *self._projection)
         self.ns_list: list[Namespace] = [tuple(n.split("/")) for n in names]
         self.ns_code: dict[Namespace, int] = {ns: i for i, ns in enumerate(self.ns_list)}
         self._dirty: tuple[int, set[Namespace] | None, int] | None = None  # (checked at seq, dirty, changed)

@@ -50,16 +50,26 @@ def arena_of(vecs: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 # Arenas whose projection onto a basis was computed ahead (the mapped <store>.partitions file
-# holds one): id(arena) -> (weak ref to it, basis, projection, left-out norms).
-_PROJECTED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = {}
+# holds one): id(arena) -> weak refs to (arena, basis, projection, left-out norms). Weak: the
+# owner (SharedBase) keeps them, and a closed store's mapping must not outlive it here.
+_PROJECTED: dict[int, tuple[weakref.ref[np.ndarray], ...]] = {}
 
 
 def register_projection(arena: np.ndarray, basis: np.ndarray, proj: np.ndarray, rest: np.ndarray) -> None:
     """``proj``/``rest``: ``arena``'s rows projected onto ``basis`` and the norms of what that
-    leaves out (rounded up as ``rest_norm`` does); used instead of computing them again."""
-    for k in [k for k, v in _PROJECTED.items() if v[0]() is None]:
-        del _PROJECTED[k]  # arenas freed since (ids are reused)
-    _PROJECTED[id(arena)] = (weakref.ref(arena), basis, proj, rest)
+    leaves out (rounded up as ``rest_norm`` does); used instead of computing them again while
+    the caller keeps all four alive."""
+    for k in [k for k, v in _PROJECTED.items() if any(r() is None for r in v)]:
+        del _PROJECTED[k]  # freed since (ids are reused)
+    _PROJECTED[id(arena)] = tuple(weakref.ref(x) for x in (arena, basis, proj, rest))
+
+
+def _projected(arena: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    refs = _PROJECTED.get(id(arena))
+    got = None if refs is None else [r() for r in refs]
+    if got is None or any(x is None for x in got) or got[0] is not arena or not np.array_equal(got[1], basis):
+        return None
+    return got[2], got[3]
 
 
 def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
@@ -74,9 +84,9 @@ def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
         if found is not None:
             groups.setdefault(id(found[0]), (found[0], []))[1].append((b, found[1]))
     for arena, members in groups.values():
-        saved = _PROJECTED.get(id(arena))
-        if saved is not None and saved[0]() is arena and np.array_equal(saved[1], basis):
-            proj, rest = saved[2], saved[3]  # read-only views of the mapped file: nothing computed
+        saved = _projected(arena, basis)
+        if saved is not None:
+            proj, rest = saved  # read-only views of the mapped file: nothing computed
         elif sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
             continue
         else:
