@@ -21,6 +21,7 @@ of at least ``ARENA_MIN_ROWS`` rows, which are the searches over most of a store
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -53,15 +54,17 @@ def arena_of(vecs: np.ndarray) -> tuple[np.ndarray, int] | None:
 # holds one): id(arena) -> weak refs to (arena, basis, projection, left-out norms). Weak: the
 # owner (SharedBase) keeps them, and a closed store's mapping must not outlive it here.
 _PROJECTED: dict[int, tuple[weakref.ref[np.ndarray], ...]] = {}
+_projected_lock = threading.Lock()
 
 
 def register_projection(arena: np.ndarray, basis: np.ndarray, proj: np.ndarray, rest: np.ndarray) -> None:
     """``proj``/``rest``: ``arena``'s rows projected onto ``basis`` and the norms of what that
     leaves out (rounded up as ``rest_norm`` does); used instead of computing them again while
     the caller keeps all four alive."""
-    for k in [k for k, v in _PROJECTED.items() if any(r() is None for r in v)]:
-        del _PROJECTED[k]  # freed since (ids are reused)
-    _PROJECTED[id(arena)] = tuple(weakref.ref(x) for x in (arena, basis, proj, rest))
+    with _projected_lock:  # backends in several threads may open stores at once
+        for k in [k for k, v in _PROJECTED.items() if any(r() is None for r in v)]:
+            del _PROJECTED[k]  # freed since (ids are reused)
+        _PROJECTED[id(arena)] = tuple(weakref.ref(x) for x in (arena, basis, proj, rest))
 
 
 def _projected(arena: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
