@@ -33,6 +33,7 @@ forget-user or a hard delete) removes it: it holds the text's terms and vectors.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import itertools
 import json
@@ -256,6 +257,8 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int, basis: 
     """Write ``path`` from the store's committed state (one read snapshot). Call outside a
     transaction, holding :func:`build_lock`. With ``basis`` (the two-stage scan's), the rows'
     projections onto it and the norms of what it leaves out are written too."""
+    for p in _leftovers(path):  # under build_lock no other builder is writing: a crashed one's
+        os.unlink(p)
     conn.execute("BEGIN")
     try:
         seq = db_seq(conn)
@@ -372,13 +375,20 @@ def build(conn: sqlite3.Connection, vf: VectorFile, path: str, dim: int, basis: 
         conn.execute("COMMIT")
 
 
+def _leftovers(path: str) -> list[str]:
+    """Files a builder killed mid-write left (they may hold rows' terms and vectors)."""
+    return glob.glob(glob.escape(path) + ".*.tmp")
+
+
 def remove(path: str | None) -> None:
-    """Delete the file (scrub): processes that have it mapped keep their mapping until they drop it."""
+    """Delete the file and any half-written copy (scrub): processes that have it mapped keep
+    their mapping until they drop it."""
     if path is not None:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        for p in [path, *_leftovers(path)]:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 __all__ = ["STALE_SHARE", "SharedBase", "build", "build_lock", "open_base", "partitions_path", "remove",
