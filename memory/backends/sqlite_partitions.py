@@ -36,8 +36,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from memory.backends import vector_index
-from memory.backends import shared_base
+from memory.backends import shared_base, vector_index
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.shared_base import SharedBase, open_base, partitions_path
 from memory.backends.sqlite_catalogue import NsCatalogue
