@@ -13,7 +13,11 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--
   ratio; ``procs_fork.pss_vs_standalone`` is the whole server (parent + N workers) against ONE
   spawned process doing the same searches (issue 13's target: < 2).
 * ``--steady``: the same with every partition loaded, the state of long-lived processes: one
-  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers.
+  spawned process that loaded them all vs ``prefork(preload_index=True)`` + N workers, and vs N
+  spawned processes that each loaded them all (``spawned``, ``spawned_pss_ratio``). With
+  ``--unscoped N`` every steady worker first runs N searches over the whole store: with the
+  mapped ``<store>.partitions`` file a loaded partition's pages are read in when searched, so
+  the scoped searches alone leave most of it unread.
 * ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
   (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
   (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
@@ -72,7 +76,7 @@ def _load_all(svc: Any) -> None:
 
 
 def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any = None,
-            trace: str | None = None, steady: bool = False) -> None:
+            trace: str | None = None, steady: bool = False, unscoped: int = 0) -> None:
     if trace:  # what this worker allocates itself (started after the fork: the parent's heap is not counted)
         import tracemalloc
 
@@ -83,6 +87,9 @@ def _worker(path: str, searches: int, seed: int, ready: Any, done: Any, svc: Any
             _load_all(svc)
     names = [n for n in _namespaces(svc) if n.startswith("user_profile/")]
     rng = random.Random(seed)
+    kinds = sorted({n.split("/")[0] for n in _namespaces(svc)}) if unscoped else []
+    for i in range(unscoped):  # searches over the whole store: every vector read at least once
+        svc.search(QUERIES[i % len(QUERIES)], kinds, top_k=5)
     for i in range(searches):
         svc.search(QUERIES[i % len(QUERIES)], rng.choice(names), top_k=5)
     if trace:
@@ -127,7 +134,8 @@ def _dirty_by_mapping(pid: int, n: int = 10) -> list[dict[str, Any]]:
 _PRELOADED: Any = None
 
 
-def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
+def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None,
+                 unscoped: int = 0) -> None:
     from memory.service import MemoryService  # noqa: F401 - imported to be measured
     from memory.settings import MemorySettings  # noqa: F401
 
@@ -135,20 +143,22 @@ def _idle_worker(path: str, searches: int, seed: int, ready: Any, done: Any, tra
     done.wait(600)
 
 
-def _spawn_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
-    _worker(path, searches, seed, ready, done, None, trace)
+def _spawn_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None,
+                  unscoped: int = 0) -> None:
+    _worker(path, searches, seed, ready, done, None, trace, unscoped=unscoped)
 
 
 def _spawn_steady_worker(path: str, searches: int, seed: int, ready: Any, done: Any,
-                         trace: str | None = None) -> None:
-    _worker(path, searches, seed, ready, done, None, trace, steady=True)
+                         trace: str | None = None, unscoped: int = 0) -> None:
+    _worker(path, searches, seed, ready, done, None, trace, steady=True, unscoped=unscoped)
 
 
-def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None) -> None:
-    _worker(path, searches, seed, ready, done, _PRELOADED, trace)
+def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any, trace: str | None = None,
+                 unscoped: int = 0) -> None:
+    _worker(path, searches, seed, ready, done, _PRELOADED, trace, unscoped=unscoped)
 
 
-def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> dict[str, Any]:
+def procs(path: str, n: int, searches: int, mode: str, detail: bool = False, unscoped: int = 0) -> dict[str, Any]:
     """Memory of ``n`` processes searching one store. ``fork``: workers forked from this process
     after :func:`memory.forking.prefork` (a preloading server), and this parent is counted too.
     ``detail``: worker 0 also reports its Private_Dirty by mapping and, when it is the only
@@ -169,7 +179,7 @@ def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> 
         import tempfile
 
         trace = tempfile.mktemp(prefix="bench_procs_trace_", suffix=".json")
-    ps = [ctx.Process(target=target, args=(path, searches, i, readies[i], done, trace if i == 0 else None))
+    ps = [ctx.Process(target=target, args=(path, searches, i, readies[i], done, trace if i == 0 else None, unscoped))
           for i in range(n)]
     for p in ps:
         p.start()
@@ -196,18 +206,19 @@ def procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> 
     return res
 
 
-def _driver(path: str, n: int, searches: int, mode: str, detail: bool, out: Any) -> None:
-    out.put(procs(path, n, searches, mode, detail))
+def _driver(path: str, n: int, searches: int, mode: str, detail: bool, out: Any, unscoped: int = 0) -> None:
+    out.put(procs(path, n, searches, mode, detail, unscoped))
 
 
-def _fresh_procs(path: str, n: int, searches: int, mode: str, detail: bool = False) -> dict[str, Any]:
+def _fresh_procs(path: str, n: int, searches: int, mode: str, detail: bool = False,
+                 unscoped: int = 0) -> dict[str, Any]:
     """:func:`procs` run from a fresh interpreter. Forked workers share their parent's pages, so
     a parent that had just run ``open_and_warm`` (every partition loaded, then freed into its
     heap) made a forked worker's PSS depend on what that heap kept: 455 MB RSS per worker in one
     run, 663 MB in the next. Each measurement's parent now holds only its preload."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, detail, out))
+    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, detail, out, unscoped))
     driver.start()
     res = out.get(timeout=1800)
     driver.join(60)
@@ -265,11 +276,16 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true", help="also: processes that only import the library")
     ap.add_argument("--steady", action="store_true",
                     help="also: every partition loaded (prefork(preload_index=True) vs one process that loaded them)")
+    ap.add_argument("--unscoped", type=int, default=0,
+                    help="--steady: each worker also runs this many searches over the whole store first")
     ap.add_argument("--detail", action="store_true",
                     help="also: a worker's Private_Dirty by mapping and its own allocations (tracemalloc)")
     a = ap.parse_args()
     res: dict[str, Any] = {"store": a.store, "load_avg_before": os.getloadavg()}
     res["open"] = open_and_warm(a.store, a.queries)
+    import gc
+
+    gc.collect()  # nothing of that store stays mapped here while the workers are measured
     if not a.skip_procs:
         for mode in ("spawn", "fork") + (("floor",) if a.floor else ()):
             one = _fresh_procs(a.store, 1, a.searches, mode)
@@ -289,12 +305,17 @@ def main() -> None:
         if a.steady:
             # A long-lived server: every partition loaded. Standalone: one spawned process that
             # loaded them itself; server: prefork(preload_index=True) + N workers, parent counted.
-            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady")["total"]
-            server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady")
+            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady", unscoped=a.unscoped)["total"]
+            server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady", unscoped=a.unscoped)
+            # N independent processes that each loaded every partition (uvicorn --workers, MCP
+            # clients): what the mapped <store>.partitions file lets them share.
+            spawned = _fresh_procs(a.store, a.procs, a.searches, "spawn-steady", unscoped=a.unscoped)
             res["procs_steady"] = {"standalone": alone, "server": server["total"], "parent": server["parent"],
                                    "workers": server["workers"], "n": a.procs,
                                    "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["pss_mb"], 2),
-                                   "per_process": server["per_process"]}
+                                   "per_process": server["per_process"], "spawned": spawned["total"],
+                                   "spawned_pss_ratio": round(spawned["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "spawned_per_process": spawned["per_process"], "unscoped": a.unscoped}
         if a.detail:
             res["detail_fork_1"] = _fresh_procs(a.store, 1, a.searches, "fork", detail=True)
             res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",

@@ -23,10 +23,14 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import chain, count
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memory.namespace import Namespace
+
+if TYPE_CHECKING:
+    from memory.backends.shared_base import SharedBase
 
 K1 = 1.2
 B = 0.75
@@ -46,13 +50,47 @@ class KeywordIndex:
         self._ns_ids: dict[Namespace, int] = {}
         self._ns_list: list[Namespace] = []
         self._total_len = 0.0
+        # Rows indexed from a mapped ``<store>.partitions`` file (see attach): its slots alive
+        # here; a write kills the row's slot there and indexes it again in the part above.
+        self._base: SharedBase | None = None
+        self._b_alive = np.zeros(0, dtype=bool)
+        self._b_live = 0
 
     # ------------------------------------------------------------------ writes
     def __len__(self) -> int:
-        return len(self._slot_of)
+        return len(self._slot_of) + self._b_live
 
     def __contains__(self, rid: int) -> bool:
-        return rid in self._slot_of
+        return rid in self._slot_of or self._base_slot(rid) >= 0
+
+    def _base_slot(self, rid: int) -> int:
+        """The live slot of ``rid`` in the mapped base, or -1."""
+        if not self._b_live:
+            return -1
+        rs = self._base.rid_slot  # type: ignore[union-attr]
+        s = int(rs[rid]) if 0 <= rid < len(rs) else -1
+        return s if s >= 0 and self._b_alive[s] else -1
+
+    @property
+    def attached(self) -> int:
+        """Rows indexed from the mapped base (0: another base may be attached)."""
+        return self._b_live
+
+    def attach(self, base: SharedBase, slots: slice) -> None:
+        """Index the rows of ``base`` slots ``slots`` (one namespace's run) from the mapped file:
+        no Python object per row or posting, only a flag per slot."""
+        if self._base is not base:
+            if self._b_live:
+                raise RuntimeError("KeywordIndex.attach: rows of another base are still attached")  # a bug
+            self._base, self._b_alive = base, np.zeros(base.rows, dtype=bool)
+        if self._slot_of:
+            for rid in base.rids[slots].tolist():
+                if rid in self._slot_of:
+                    self.remove(rid)
+        new = ~self._b_alive[slots]
+        self._b_alive[slots] = True
+        self._b_live += int(new.sum())
+        self._total_len += float(base.doc_len[slots][new].sum(dtype=np.float64))
 
     def add(self, rid: int, ns: Namespace, terms: Sequence[str], doc_len: int | None = None) -> None:
         """Index (or re-index) row ``rid``: ``terms`` as stored in FTS5, duplicates included.
@@ -93,7 +131,7 @@ class KeywordIndex:
         and numpy counts term frequencies.
         """
         for rid in rids:
-            if rid in self._slot_of:
+            if rid in self._slot_of or self._b_live:
                 self.remove(rid)
         n = len(rids)
         if not n:
@@ -149,6 +187,11 @@ class KeywordIndex:
     def remove(self, rid: int) -> None:
         slot = self._slot_of.pop(rid, None)
         if slot is None:
+            b = self._base_slot(rid)
+            if b >= 0:
+                self._b_alive[b] = False
+                self._b_live -= 1
+                self._total_len -= float(self._base.doc_len[b])  # type: ignore[union-attr]
             return
         self._alive[slot] = False
         self._total_len -= float(self._len[slot])
@@ -198,10 +241,11 @@ class KeywordIndex:
         out: dict[str, int] = {}
         for t in terms:
             post = self._postings.get(t)
-            if post is not None:
-                n = int(self._alive[np.frombuffer(post[0], dtype=np.int64)].sum())
-                if n:
-                    out[t] = n
+            n = 0 if post is None else int(self._alive[np.frombuffer(post[0], dtype=np.int64)].sum())
+            bp = self._base.postings(t) if self._b_live else None  # type: ignore[union-attr]
+            n += 0 if bp is None else int(self._b_alive[bp[0]].sum())
+            if n:
+                out[t] = n
         return out
 
     def search(self, namespaces: Sequence[Namespace], terms: Sequence[str], *,
@@ -215,44 +259,71 @@ class KeywordIndex:
         demand) is given the whole store's, so scores do not depend on what is loaded.
         """
         if n_docs is None:
-            n_docs = len(self._slot_of)
+            n_docs = len(self)
         if total_len is None:
             total_len = self._total_len
-        if not n_docs or not len(self._slot_of) or not terms or not namespaces:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        allowed = np.zeros(len(self._ns_list), dtype=bool)
-        for ns in namespaces:
-            i = self._ns_ids.get(ns)
-            if i is not None:
-                allowed[i] = True
+        none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if not n_docs or not len(self) or not terms or not namespaces:
+            return none
         df = self.df(terms) if df is None else df
         avgdl = total_len / n_docs if total_len > 0 else 1.0
-        slots_all: list[np.ndarray] = []
-        score_all: list[np.ndarray] = []
-        for t in dict.fromkeys(terms):
-            post = self._postings.get(t)
-            if post is None or not df.get(t):
-                continue
-            slots = np.frombuffer(post[0], dtype=np.int64)
-            tf = np.frombuffer(post[1], dtype=np.float32)
-            keep = self._alive[slots] & allowed[self._ns[slots]]
-            if not keep.any():
-                continue
-            s, f = slots[keep], tf[keep]
-            d = df[t]
-            idf = max(math.log((n_docs - d + 0.5) / (d + 0.5)), MIN_IDF)
-            norm = K1 * (1.0 - B + B * self._len[s] / avgdl)
-            slots_all.append(s)
-            score_all.append(idf * f * (K1 + 1.0) / (f + norm))
-        if not slots_all:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        if len(slots_all) == 1:
-            s, sc = slots_all[0], score_all[0]
-        else:
-            # Sum per slot with a dense bincount: O(slots + postings), where np.unique sorted
-            # the postings (~3 ms for common terms at 100k rows).
-            dense = np.bincount(np.concatenate(slots_all), weights=np.concatenate(score_all),
-                                minlength=self._n_slots)
-            s = np.flatnonzero(dense)
-            sc = dense[s].astype(np.float32)
-        return self._rid[s], sc.astype(np.float32, copy=False)
+        terms = [t for t in dict.fromkeys(terms) if df.get(t)]
+        found = []
+        if self._slot_of:
+            allowed = np.zeros(len(self._ns_list), dtype=bool)
+            for ns in namespaces:
+                i = self._ns_ids.get(ns)
+                if i is not None:
+                    allowed[i] = True
+            posts = ((t, self._postings.get(t)) for t in terms)
+            found.append(_bm25(((t, np.frombuffer(p[0], dtype=np.int64), np.frombuffer(p[1], dtype=np.float32))
+                                for t, p in posts if p is not None), self._alive, allowed, self._ns, self._len,
+                               self._rid, self._n_slots, df, n_docs, avgdl))
+        if self._b_live:
+            base = self._base
+            assert base is not None
+            allowed = np.zeros(len(base.ns_list), dtype=bool)
+            for ns in namespaces:
+                i = base.ns_code.get(ns)
+                if i is not None:
+                    allowed[i] = True
+            if allowed.any():
+                bposts = ((t, base.postings(t)) for t in terms)
+                found.append(_bm25(((t, *p) for t, p in bposts if p is not None), self._b_alive, allowed,
+                                   base.slot_ns, base.doc_len, base.rids, base.rows, df, n_docs, avgdl))
+        found = [f for f in found if len(f[0])]
+        if not found:
+            return none
+        if len(found) == 1:
+            return found[0]
+        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+
+def _bm25(posts: Iterable[tuple[str, np.ndarray, np.ndarray]], alive: np.ndarray, allowed: np.ndarray,
+          ns_of: np.ndarray, length: np.ndarray, rid_of: np.ndarray, n_slots: int, df: dict[str, int],
+          n_docs: int, avgdl: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rids, BM25) of the live, allowed slots in the postings ``(term, slots, tf)``: one part of
+    a KeywordIndex (its in-heap part, or its mapped base). A row lives in one part only."""
+    slots_all: list[np.ndarray] = []
+    score_all: list[np.ndarray] = []
+    for t, slots, tf in posts:
+        keep = alive[slots] & allowed[ns_of[slots]]
+        if not keep.any():
+            continue
+        s, f = slots[keep], tf[keep]
+        d = df[t]
+        idf = max(math.log((n_docs - d + 0.5) / (d + 0.5)), MIN_IDF)
+        norm = K1 * (1.0 - B + B * length[s] / avgdl)
+        slots_all.append(s)
+        score_all.append(idf * f * (K1 + 1.0) / (f + norm))
+    if not slots_all:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if len(slots_all) == 1:
+        s, sc = slots_all[0], score_all[0]
+    else:
+        # Sum per slot with a dense bincount: O(slots + postings), where np.unique sorted
+        # the postings (~3 ms for common terms at 100k rows).
+        dense = np.bincount(np.concatenate(slots_all), weights=np.concatenate(score_all), minlength=n_slots)
+        s = np.flatnonzero(dense)
+        sc = dense[s].astype(np.float32)
+    return np.asarray(rid_of[s], dtype=np.int64), sc.astype(np.float32, copy=False)

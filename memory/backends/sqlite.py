@@ -374,6 +374,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         if self.path != ":memory:":
             with self._lock, self._translate():
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._drop_shared()  # the mapped partitions file holds deleted rows too
 
     def stats(self) -> dict[str, Any]:
         """Sizes for ``memctl stats``: rows, keyword rows, indexed vectors, file size."""
@@ -405,6 +406,11 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                 self._conn.close()
                 if self._vf is not None:
                     self._vf.close()
+                if self._parts.base is not None:
+                    # Unmap the partitions file now, not whenever the garbage collector frees
+                    # this object: its pages would keep counting in this process.
+                    self._index, self._kw = VectorIndex(self.dim), KeywordIndex()
+                    self._parts.base = None
 
     def __enter__(self) -> SqliteBackend:
         return self

@@ -8,7 +8,10 @@ over the ``memories_ns`` index) of the prefixes it asks about, extended on deman
 searched again (see ``PartitionMixin._plan``) it loads their partitions, and only those: their
 vectors gathered from the vector file (:mod:`memory.backends.vector_file`) and their BM25
 postings from the FTS5 table. Partitions are kept in LRU order and evicted once the loaded
-ones exceed the memory budget (``MemorySettings.index_memory_mb``).
+ones exceed the memory budget (``MemorySettings.index_memory_mb``). A partition unchanged since
+``<store>.partitions`` was written is loaded as a read-only view of that mapped file instead of
+a private copy (:mod:`memory.backends.shared_base`; written by the first load of
+ARENA_MIN_ROWS rows or more), so processes searching one store share its pages.
 
 BM25 needs collection statistics over the *whole* store (row count, average length, each
 term's document frequency), which a partial index cannot count. They are read from FTS5
@@ -24,6 +27,7 @@ REFIT_GROWTH-fold since the fit.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -32,14 +36,17 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from memory.backends import vector_index
+from memory.backends import shared_base, vector_index
 from memory.backends.keyword_index import KeywordIndex
+from memory.backends.shared_base import SharedBase, open_base, partitions_path
 from memory.backends.sqlite_catalogue import NsCatalogue
 from memory.backends.sqlite_stream import StreamIndex
 from memory.backends.vector_arena import ARENA_MIN_ROWS
 from memory.backends.vector_file import VectorFile, file_tag, sidecar_path
 from memory.backends.vector_index import FIT_RULE, FIT_SAMPLE, REFIT_GROWTH, VectorIndex, fit_basis
 from memory.namespace import Namespace
+
+log = logging.getLogger("memory.partitions")
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -128,6 +135,9 @@ class PartitionState:
         self.basis: tuple[np.ndarray | None, int] | None = None  # (basis, rows it was fitted on)
         self.basis_fits = 0  # fits done by this process (tests: a persisted basis is reused)
         self.large_searches: dict[tuple[Namespace, ...], int] = {}  # searches per selection: see _plan
+        self.base: SharedBase | None = None  # the mapped <store>.partitions file (see _shared)
+        self.base_builds = 0  # times this process wrote it (tests)
+        self.mapped_loads = 0  # partitions loaded as views of it (tests)
 
     def bytes_loaded(self) -> int:
         return sum(self.loaded.values())
@@ -258,7 +268,9 @@ class PartitionMixin:
         # Rows in the store: counted when the catalogue covers it all, else bounded by the
         # row ids (only chooses how the partitions' terms are read, not what is read).
         store_rows = len(cat) if cat.covered is None else len(cat.code)
-        load_partitions(self._conn, vf, self._index, self._kw, todo, store_rows)
+        base = self._shared(sum(len(r) for _, r in todo))
+        rest = todo if base is None else self._load_mapped(base, todo)
+        load_partitions(self._conn, vf, self._index, self._kw, rest, store_rows)
         for ns, rids in todo:
             parts.loaded[ns] = parts.partition_bytes(len(rids))
             parts.loads += 1
@@ -270,6 +282,62 @@ class PartitionMixin:
             del parts.loaded[victim]
             drop_partition(self._index, self._kw, victim, cat.rids_of(victim))
             parts.evictions += 1
+
+    def _shared(self, rows: int) -> SharedBase | None:
+        """The mapped partitions file, opened when there is one; (re)built first by a load of
+        ARENA_MIN_ROWS rows or more when it is missing, unusable or stale (see shared_base)."""
+        parts = self._parts
+        path = partitions_path(self.path)
+        if path is None:
+            return None
+        vf = self._vector_file()
+        if vf.fallback is not None:
+            return None  # the vector file is not usable here: nothing to build from cheaply
+        if parts.base is None:
+            parts.base = open_base(path, vf.tag, self.dim, self._conn)
+        base = parts.base
+        if rows < ARENA_MIN_ROWS or self._kw.attached:
+            return base  # rows already attached keep their base (it stays mapped while used)
+        if base is not None and not base.stale(self._conn, self._applied_seq):
+            return base
+        try:
+            with shared_base.build_lock(path):
+                fresh = open_base(path, vf.tag, self.dim, self._conn)  # another process may have built it
+                if fresh is None or fresh.stale(self._conn, self._applied_seq):
+                    big = len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS
+                    shared_base.build(self._conn, vf, path, self.dim, self._basis_now() if big else None)
+                    parts.base_builds += 1
+                    fresh = open_base(path, vf.tag, self.dim, self._conn)
+        except (OSError, ValueError) as exc:  # a read-only directory, a full disk: private copies
+            log.warning("cannot write %s (%s): partitions are loaded into this process", path, exc)
+            return base
+        parts.base = fresh if fresh is not None else base
+        return parts.base
+
+    def _load_mapped(self, base: SharedBase, todo: list[tuple[Namespace, np.ndarray]]
+                     ) -> list[tuple[Namespace, np.ndarray]]:
+        """Load the partitions of ``todo`` that are unchanged since ``base`` was written as views
+        of it; returns the others (loaded as before, into private memory)."""
+        dirty, _ = base.dirty(self._conn, self._applied_seq)
+        if dirty is None:
+            return todo
+        rest = []
+        for ns, rids in todo:
+            sl = base.slots_of(ns)
+            if sl is None or ns in dirty or not np.array_equal(base.rids[sl], rids):
+                rest.append((ns, rids))
+                continue
+            if len(rids):
+                self._index.add_block(ns, base.rids[sl], base.vecs[sl])
+            self._kw.attach(base, sl)
+            self._parts.mapped_loads += 1
+        return rest
+
+    def _drop_shared(self) -> None:
+        """Delete the partitions file (scrub: it holds deleted rows' terms and vectors). This
+        process keeps what it has mapped; rows deleted since the file was written are never
+        read from it, and the next large load writes a new one."""
+        shared_base.remove(partitions_path(self.path))
 
     def flush_vectors(self) -> None:
         """Bring the memory-mapped vector file (and the saved projection basis) up to date.

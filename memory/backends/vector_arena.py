@@ -21,6 +21,7 @@ of at least ``ARENA_MIN_ROWS`` rows, which are the searches over most of a store
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -49,6 +50,31 @@ def arena_of(vecs: np.ndarray) -> tuple[np.ndarray, int] | None:
     return base, off // row
 
 
+# Arenas whose projection onto a basis was computed ahead (the mapped <store>.partitions file
+# holds one): id(arena) -> weak refs to (arena, basis, projection, left-out norms). Weak: the
+# owner (SharedBase) keeps them, and a closed store's mapping must not outlive it here.
+_PROJECTED: dict[int, tuple[weakref.ref[np.ndarray], ...]] = {}
+_projected_lock = threading.Lock()
+
+
+def register_projection(arena: np.ndarray, basis: np.ndarray, proj: np.ndarray, rest: np.ndarray) -> None:
+    """``proj``/``rest``: ``arena``'s rows projected onto ``basis`` and the norms of what that
+    leaves out (rounded up as ``rest_norm`` does); used instead of computing them again while
+    the caller keeps all four alive."""
+    with _projected_lock:  # backends in several threads may open stores at once
+        for k in [k for k, v in _PROJECTED.items() if any(r() is None for r in v)]:
+            del _PROJECTED[k]  # freed since (ids are reused)
+        _PROJECTED[id(arena)] = tuple(weakref.ref(x) for x in (arena, basis, proj, rest))
+
+
+def _projected(arena: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    refs = _PROJECTED.get(id(arena))
+    got = None if refs is None else [r() for r in refs]
+    if got is None or any(x is None for x in got) or got[0] is not arena or not np.array_equal(got[1], basis):
+        return None
+    return got[2], got[3]
+
+
 def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
                    rest_norm: object) -> None:
     """Project, arena by arena, the blocks that have no projection yet and are views of an arena
@@ -61,14 +87,18 @@ def project_arenas(blocks: Iterable[_Block], basis: np.ndarray,
         if found is not None:
             groups.setdefault(id(found[0]), (found[0], []))[1].append((b, found[1]))
     for arena, members in groups.values():
-        if sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
+        saved = _projected(arena, basis)
+        if saved is not None:
+            proj, rest = saved  # read-only views of the mapped file: nothing computed
+        elif sum(len(b.vecs) for b, _ in members) < ARENA_MIN_SHARE * len(arena):
             continue
-        proj = np.empty((len(arena), basis.shape[1]), dtype=np.float32)
-        rest = np.empty(len(arena), dtype=np.float32)
-        for lo in range(0, len(arena), PROJECT_CHUNK):
-            part = arena[lo : lo + PROJECT_CHUNK]
-            proj[lo : lo + len(part)] = part @ basis
-            rest[lo : lo + len(part)] = rest_norm(part, basis)  # type: ignore[operator]
+        else:
+            proj = np.empty((len(arena), basis.shape[1]), dtype=np.float32)
+            rest = np.empty(len(arena), dtype=np.float32)
+            for lo in range(0, len(arena), PROJECT_CHUNK):
+                part = arena[lo : lo + PROJECT_CHUNK]
+                proj[lo : lo + len(part)] = part @ basis
+                rest[lo : lo + len(part)] = rest_norm(part, basis)  # type: ignore[operator]
         for b, off in members:
             cap = len(b.vecs)
             b.proj, b.rest = proj[off : off + cap], rest[off : off + cap]
@@ -239,4 +269,4 @@ class Selection:
 
 
 __all__ = ["ARENA_MIN_ROWS", "ARENA_MIN_SHARE", "ArenaPlan", "Members", "Selection", "arena_of", "copy_out",
-           "exact_rows", "plan", "project_arenas", "top_m"]
+           "exact_rows", "plan", "project_arenas", "register_projection", "top_m"]

@@ -30,6 +30,7 @@ import sqlite3
 import struct
 import uuid
 from collections.abc import Iterator
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -105,6 +106,10 @@ class VectorFile:
             return self._ram_seq
         h = self._read_header()
         return h[2] if h is not None else -1
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        """This file's exclusive lock (catch-up holds it; so does writing <store>.partitions)."""
+        return self._locked()
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

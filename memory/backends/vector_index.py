@@ -149,7 +149,20 @@ class _Block:
         self.rest_max = 0.0  # >= every rest[:projected] (may stay high after a delete: a bound)
         self.serial = next(_serials)  # never reused (id() is, once a dropped block is freed)
 
+    def own(self) -> None:
+        """Private, writable rows before a change: a block loaded as a view of the mapped
+        ``<store>.partitions`` file (read-only, shared by every process) is copied on its
+        first write, so the write stays in this process and the file is never changed."""
+        if not self.vecs.flags.writeable:
+            self.vecs = self.vecs.copy()
+            self.version += 1
+        if not self.rids.flags.writeable:
+            self.rids = self.rids.copy()
+        if self.proj is not None and not self.proj.flags.writeable:
+            self.proj, self.rest = self.proj.copy(), self.rest.copy()  # type: ignore[union-attr]
+
     def append(self, rid: int, vec: np.ndarray) -> int:
+        self.own()
         if self.n == len(self.rids):
             cap = max(16, 2 * self.n)
             vecs = np.zeros((cap, self.vecs.shape[1]), dtype=np.float32)
@@ -172,6 +185,9 @@ class _Block:
         """Project rows [projected, n) onto `basis` (dim x h)."""
         if self.projected >= self.n:
             return
+        if self.proj is not None and not self.proj.flags.writeable:
+            self.proj = self.rest = None  # the mapped file's (another basis): computed here instead
+            self.projected = 0
         if self.proj is None or len(self.proj) < self.n or self.proj.shape[1] != basis.shape[1]:
             cap = len(self.rids)
             proj = np.zeros((cap, basis.shape[1]), dtype=np.float32)
@@ -222,6 +238,7 @@ class VectorIndex:
         if rid in self._where:
             old_ns, pos = self._where[rid]
             if old_ns == ns:
+                self._blocks[ns].own()
                 self._blocks[ns].vecs[pos] = vec
                 self._blocks[ns].version += 1
                 self._blocks[ns].refresh(pos, self._basis)
@@ -238,6 +255,7 @@ class VectorIndex:
             return
         ns, pos = loc
         block = self._blocks[ns]
+        block.own()
         last = block.n - 1
         if pos != last:
             moved = int(block.rids[last])
@@ -381,7 +399,8 @@ class VectorIndex:
         block = _Block(self.dim, cap=0)
         # Adopted, not copied (a partition load hands over fresh arrays); append() reallocates.
         block.vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-        block.rids = np.array(rids, dtype=np.int64)
+        # A read-only view (of the mapped partitions file) is kept as one; Block.own copies it.
+        block.rids = rids if not rids.flags.writeable and rids.dtype == np.int64 else np.array(rids, dtype=np.int64)
         block.n = len(rids)
         self._blocks[ns] = block
         self._arenas.joined(block.vecs)
@@ -401,7 +420,9 @@ class VectorIndex:
         for rid in block.rids[: block.n].tolist():
             if self._where.get(rid, (None,))[0] == ns:
                 del self._where[rid]
-        if self._arenas.left(block.vecs):  # most of its arena is gone: free the rest of it
+        # Most of its arena is gone: free the rest of it (a mapped, read-only arena costs no
+        # private memory, and copying its views out would).
+        if self._arenas.left(block.vecs) and block.vecs.base.flags.writeable:
             vector_arena.copy_out(self._blocks.values(), block.vecs.base)
 
     def has_block(self, ns: Namespace) -> bool:
