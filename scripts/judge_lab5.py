@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,10 @@ from memctl import tune_judge as tj  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- e5 vectors
-def e5_vectors(texts: list[str]) -> dict[str, np.ndarray]:
-    """multilingual-e5-small vectors ("query: " prefix, symmetric use), cached on disk per text."""
-    path = jl.CACHE.with_suffix(".e5.pkl")
+def e5_vectors(texts: Sequence[str], path: Path | None = None) -> dict[str, np.ndarray]:
+    """multilingual-e5-small vectors ("query: " prefix, symmetric use), cached on disk per text (``path``,
+    default beside the lab's feature cache; scripts/judge7_e5.py passes its own)."""
+    path = path or jl.CACHE.with_suffix(".e5.pkl")
     cache: dict[str, np.ndarray] = pickle.loads(path.read_bytes()) if path.exists() else {}
     missing = [t for t in dict.fromkeys(texts) if t not in cache]
     if missing:
@@ -56,7 +58,8 @@ def e5_vectors(texts: list[str]) -> dict[str, np.ndarray]:
         for i in range(0, len(missing), 64):
             rows = m.query(missing[i:i + 64])
             cache.update({t: np.asarray(r, dtype=np.float32) for t, r in zip(missing[i:i + 64], rows, strict=True)})
-        print(f"e5: embedded {len(missing)} texts in {time.time() - t0:.1f}s", flush=True)
+        print(f"e5: embedded {len(missing)} texts in {time.time() - t0:.1f}s", file=sys.stderr, flush=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(cache))
     return cache
 

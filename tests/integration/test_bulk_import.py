@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,11 +22,20 @@ _SCRIPT = Path(sys.executable).parent / "memctl"
 MEMCTL: list[str] = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "memctl.cli"]
 
 
+def open_store(path: Path, embedder: Any) -> MemoryService:
+    """A service over a real SQLite file at ``path`` (shared with test_bulk_populated)."""
+    return MemoryService(SqliteBackend(path, embedding_model=embedder.name, dim=embedder.dim), embedder,
+                         MemorySettings(path=str(path)))
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in rows) + "\n", encoding="utf-8")
+    return path
+
+
 @pytest.fixture()
 def svc(tmp_path, embedder):
-    path = tmp_path / "bulk.sqlite"
-    s = MemoryService(SqliteBackend(path, embedding_model=embedder.name, dim=embedder.dim), embedder,
-                      MemorySettings(path=str(path)))
+    s = open_store(tmp_path / "bulk.sqlite", embedder)
     yield s
     s.close()
 
@@ -148,11 +158,10 @@ def test_bulk_import_stores_what_the_plain_path_stores(tmp_path: Path, embedder)
 
     lines = _lines()
     f = tmp_path / "same.jsonl"
-    f.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    write_jsonl(f, lines)
 
     plain = tmp_path / "plain.sqlite"
-    with MemoryService(SqliteBackend(plain, embedding_model=embedder.name, dim=embedder.dim), embedder,
-                       MemorySettings(path=str(plain))) as s:
+    with open_store(plain, embedder) as s:
         s.write_many(validate_items(s, f))
 
     audits = {}

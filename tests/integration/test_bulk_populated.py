@@ -23,6 +23,7 @@ from memory.backends.sqlite import SqliteBackend
 from memory.errors import InvalidInput
 from memory.service import MemoryService, NewMemory
 from memory.settings import MemorySettings
+from tests.integration.test_bulk_import import open_store, write_jsonl
 
 T0 = "2026-01-05T12:00:00Z"
 QUERIES = ["charts", "revenue", "营收", "obsolete", "updated", "region"]
@@ -98,12 +99,10 @@ def test_import_into_a_populated_store_stores_what_a_fresh_write_stores(tmp_path
     from memctl.cli import app
 
     lines = _lines()
-    f = tmp_path / "mixed.jsonl"
-    f.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    f = write_jsonl(tmp_path / "mixed.jsonl", lines)
 
     store = tmp_path / "populated.sqlite"
-    with MemoryService(SqliteBackend(store, embedding_model=embedder.name, dim=embedder.dim), embedder,
-                       MemorySettings(path=str(store))) as s:
+    with open_store(store, embedder) as s:
         s.write_many(_pre())
     # Batches of 7 over lines alternating update / new / new: every batch mixes both kinds.
     r = CliRunner().invoke(app, ["--path", str(store), "import", str(f), "--no-dedupe", "--json",
@@ -112,8 +111,7 @@ def test_import_into_a_populated_store_stores_what_a_fresh_write_stores(tmp_path
     assert (json.loads(r.stdout)["written"], json.loads(r.stdout)["batches"]) == (30, 5)
 
     fresh = tmp_path / "fresh.sqlite"
-    with MemoryService(SqliteBackend(fresh, embedding_model=embedder.name, dim=embedder.dim), embedder,
-                       MemorySettings(path=str(fresh))) as s:
+    with open_store(fresh, embedder) as s:
         s.write_many(_final(lines))
 
     got, want = _state(store), _state(fresh)
