@@ -32,7 +32,6 @@ that turns out damaged, leaves the process with the parsed dicts, as before: sam
 
 from __future__ import annotations
 
-import gzip
 import math
 import re
 import sqlite3
@@ -47,13 +46,14 @@ from memory.paths import user_cache_dir
 from memory.text import tokenize
 
 _CACHE_VERSION = 5  # the parse rules' version (bump when _parse changes what it keeps)
-_HAN_ONLY = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,4}$")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_PAREN = re.compile(r"\([^)]*\)|\[[^\]]*\]|[\u4e00-\u9fff|]+")
+# The parse's own patterns are compiled when it runs (in :func:`_parse`): classes over
+# large Unicode ranges take ~1-4 ms each to compile, paid by every process that searches.
+_HAN_ONLY = r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,4}$"
+_PAREN = r"\([^)]*\)|\[[^\]]*\]|[\u4e00-\u9fff|]+"
 # Senses that point elsewhere or name things rather than translate them.
-_SKIP_SENSE = re.compile(
-    r"^(?:variant of|old variant|see |see also|cl:|surname|abbr\.|used in|erhua variant|also written|"
-    r"japanese variant|taiwan pr|lit\.|fig\.|pr\.|archaic|classifier|\(archaic|\(old\))", re.I)
+_SKIP_SENSE = (r"^(?:variant of|old variant|see |see also|cl:|surname|abbr\.|used in|erhua variant|also written|"
+               r"japanese variant|taiwan pr|lit\.|fig\.|pr\.|archaic|classifier|\(archaic|\(old\))")
 _MAX_SENSES = 4  # a headword's first senses are its common ones
 _MAX_SENSE_WORDS = 3  # zh -> en: longer senses are explanations, not translations
 _MAX_REVERSE = 16  # en -> zh: the best-ranked headwords kept per English word
@@ -77,6 +77,9 @@ def _data_file() -> Path:
 
 def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """(zh headword -> space-joined English gloss terms, English term -> space-joined headwords)."""
+    import gzip
+
+    han_only, paren, skip_sense = re.compile(_HAN_ONLY), re.compile(_PAREN), re.compile(_SKIP_SENSE, re.I)
     zh_en: dict[str, list[str]] = {}
     # en -> zh candidates with a rank: 0 a headword whose first sense is the word alone, 1 a later
     # sense that is the word alone, 2 / 3 a two- / three-word sense containing it.
@@ -87,15 +90,15 @@ def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
                 continue
             head, _, rest = line.partition(" [")
             parts = head.split(" ")
-            if len(parts) != 2 or not _HAN_ONLY.match(parts[1]):
+            if len(parts) != 2 or not han_only.match(parts[1]):
                 continue
             simp = parts[1]
             senses = rest.partition("] /")[2].rstrip().rstrip("/").split("/")
             glosses = zh_en.setdefault(simp, [])
             for k, sense in enumerate(senses[:_MAX_SENSES]):
-                if not sense or _SKIP_SENSE.match(sense):
+                if not sense or skip_sense.match(sense):
                     continue
-                terms = list(dict.fromkeys(t for t in tokenize(_PAREN.sub(" ", sense)) if len(t) > 1
+                terms = list(dict.fromkeys(t for t in tokenize(paren.sub(" ", sense)) if len(t) > 1
                                            and not t.isdigit()))
                 if not terms or len(terms) > _MAX_SENSE_WORDS:
                     continue
@@ -303,7 +306,8 @@ def _read_han_glosses(text: str) -> frozenset[str]:
 
 # A letter of a non-CJK script (NFKC turns full-width Latin into ASCII): a text without one has no
 # English term for a gloss to match.
-_NON_CJK_LETTER = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Compiled on first use (~4 ms): only questions in Chinese need it.
+_NON_CJK_LETTER = r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _NO_HITS: frozenset[str] = frozenset()
 
 
@@ -336,10 +340,11 @@ def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[floa
             gl = _han_glosses(text)
             hits.append([t in gl or any(h in text for h in heads) for t, heads in concepts])
     else:
-        todo = {t: tokenize(t) for t in dict.fromkeys(texts) if t not in _TERMS and _NON_CJK_LETTER.search(t)}
+        letter = re.compile(_NON_CJK_LETTER).search  # compiled once: re caches the pattern
+        todo = {t: tokenize(t) for t in dict.fromkeys(texts) if t not in _TERMS and letter(t)}
         if todo:
             lex.prefetch((), _norm_keys(chain.from_iterable(todo.values())))
-        term_sets = [_terms(text, todo.get(text)) if _NON_CJK_LETTER.search(text) else _NO_HITS for text in texts]
+        term_sets = [_terms(text, todo.get(text)) if letter(text) else _NO_HITS for text in texts]
         hits = [[not terms.isdisjoint(gl) for _, gl in concepts] if terms else none for terms in term_sets]
     n = len(texts)
     weights = []
