@@ -87,9 +87,11 @@ class LexiconDb:
     """The on-disk lexicon, read-only, with what this process has already looked up."""
 
     def __init__(self, path: Path, data: Path, rules_version: int):
-        uri = f"file:{quote(str(path))}?mode=ro&immutable=1"  # never changed once renamed into place
+        # Immutable: the file is never changed once renamed into place (a rebuild renames a new one).
+        self._uri = f"file:{quote(str(path))}?mode=ro&immutable=1"
+        self._pid = os.getpid()
         try:
-            self._con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self._con = self._connect()
             meta = dict(self._con.execute("SELECT k, v FROM meta").fetchall())
         except sqlite3.Error as e:  # missing (mode=ro does not create), not SQLite, no meta table
             raise StaleLexicon(str(e)) from e
@@ -105,6 +107,9 @@ class LexiconDb:
         self.fallback: Callable[[], tuple[Mapping[str, str], Mapping[str, str]]] | None = None
         self._dicts: tuple[Mapping[str, str], Mapping[str, str]] | None = None
         self.zh, self.en = Table(self, 0), Table(self, 1)
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self._uri, uri=True, check_same_thread=False)
 
     def prefetch(self, zh_keys: Iterable[str], en_keys: Iterable[str]) -> None:
         """Look up every key not seen yet, both tables in one query."""
@@ -123,6 +128,8 @@ class LexiconDb:
             return [{k: d[k] for k in keys if k in d} for d, keys in zip(self._dicts, need, strict=True)]
         try:
             with self._lock:
+                if os.getpid() != self._pid:  # a forked worker: SQLite connections must not cross fork
+                    self._con, self._pid = self._connect(), os.getpid()
                 return self._query(need)
         except sqlite3.DatabaseError:
             if self.fallback is None:

@@ -158,3 +158,26 @@ def test_an_unwritable_cache_dir_keeps_the_parsed_dicts(dicts: Dicts, tmp_path: 
     assert lex.db is None and lex.zh_en is dicts[0]
     assert cedict.bridge_coverage("Which kid is allergic to eggs?", True, [
         "苏可欣: 小宇对鸡蛋过敏。", "苏可欣: 每天早上八点入园。"])[1] == 0.0
+
+
+def test_a_forked_worker_opens_its_own_connection(dicts: Dicts, tmp_path: Path):
+    """Server workers fork from a preloaded parent; an SQLite connection must not cross fork."""
+    import os
+
+    expected = _by_dicts(dicts)
+    db = _db(dicts, tmp_path)
+    cedict._install(cedict.Lexicon(db.zh, db.en, db))
+    parent_con = db._con
+    cedict.bridge_coverage("Which kid is allergic to eggs?", True, ["苏可欣: 小宇对鸡蛋过敏。"])  # parent uses it
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            cov = cedict.bridge_coverage(ZH_Q, False, EN_TEXTS)
+            os.write(w, json.dumps([cov, db._con is not parent_con, db._pid == os.getpid()]).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = os.read(r, 1 << 16)
+    os.waitpid(pid, 0)
+    assert json.loads(out) == [expected, True, True]
