@@ -181,3 +181,28 @@ def test_a_forked_worker_opens_its_own_connection(dicts: Dicts, tmp_path: Path):
     out = os.read(r, 1 << 16)
     os.waitpid(pid, 0)
     assert json.loads(out) == [expected, True, True]
+
+
+def test_two_builders_at_once_leave_one_whole_file(dicts: Dicts, tmp_path: Path):
+    """Each builder writes its own temp file and renames it into place: readers see a whole file."""
+    import threading
+
+    data = cedict._data_file()
+    path = cedict_db.db_path(tmp_path, data, cedict._CACHE_VERSION)
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            cedict_db.build(path, *dicts, data, cedict._CACHE_VERSION)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=build) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp file left behind
+    db = cedict_db.LexiconDb(path, data, cedict._CACHE_VERSION)
+    assert db.zh["咖啡"] == dicts[0]["咖啡"] and db.en.get("coffee") == dicts[1]["coffee"]
