@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 FORMAT = 1
 _IN_CHUNK = 900  # bound parameters per query where json_each is missing (old SQLite allows 999)
-_MAX_SEEN = 1 << 16  # keys remembered per table (~10 MB at most in a long-lived server), then dropped
+_MAX_SEEN = 1 << 15  # keys remembered per table (~125 B each with the key: ~8 MB at most), then dropped
 _TABLES = ("zh", "en")
 
 
