@@ -321,6 +321,9 @@ def main() -> None:
             res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",
                                                                   detail=True).items() if k != "per_process"}
             res["detail_spawn_1"] = _fresh_procs(a.store, 1, a.searches, "spawn", detail=True)
+            if a.steady:  # a long-lived independent process: every partition loaded, scoped searches
+                res["detail_spawn_steady_1"] = _fresh_procs(a.store, 1, a.searches, "spawn-steady", detail=True,
+                                                            unscoped=a.unscoped)
     res["load_avg_after"] = os.getloadavg()
     print(json.dumps(res, indent=2))
 
