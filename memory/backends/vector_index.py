@@ -407,7 +407,9 @@ class VectorIndex:
         ``mapped``: (file, first slot) when ``rids``/``vecs`` are that file's rows from that slot
         on, in its order: the rows are then located through the file (no entry per row)."""
         self.drop_block(ns)
-        for rid in self._where.in_mapped(ns, rids):  # rows that moved here from a mapped block
+        # Rows that moved here from a mapped block (one file's namespaces never share a row, and
+        # add_mapped turns the blocks of an older file private, so mapped loads skip this).
+        for rid in self._where.in_mapped(ns, rids) if mapped is None else ():
             self.remove(rid)
         block = _Block(self.dim, cap=0)
         # Adopted, not copied (a partition load hands over fresh arrays); append() reallocates.
