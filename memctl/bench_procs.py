@@ -21,7 +21,8 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--
 * ``--detail``: what a worker still holds privately: its ``Private_Dirty`` by mapping
   (``/proc/PID/smaps``), and, for a lone worker, the Python heap it allocated itself
   (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
-  own heap).
+  own heap). With ``--steady`` also a lone spawned worker that loaded every partition
+  (``detail_spawn_steady_1``): what a long-lived independent process keeps of its own.
 * ``floor`` (``--floor``): the same ratio for spawned processes that only import the library
   (``memory.service``, ``memory.settings``: the interpreter, numpy, pydantic) and wait: no store,
   no model, no search. A process's private heap counts once per process and shared pages once in
@@ -321,6 +322,9 @@ def main() -> None:
             res["detail_fork_n"] = {k: v for k, v in _fresh_procs(a.store, a.procs, a.searches, "fork",
                                                                   detail=True).items() if k != "per_process"}
             res["detail_spawn_1"] = _fresh_procs(a.store, 1, a.searches, "spawn", detail=True)
+            if a.steady:  # a long-lived independent process: every partition loaded, scoped searches
+                res["detail_spawn_steady_1"] = _fresh_procs(a.store, 1, a.searches, "spawn-steady", detail=True,
+                                                            unscoped=a.unscoped)
     res["load_avg_after"] = os.getloadavg()
     print(json.dumps(res, indent=2))
 

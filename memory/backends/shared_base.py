@@ -159,7 +159,8 @@ class SharedBase:
                 moved.append(rid)
             changed = len(gone) + len(moved)
             slots = self.slots_of_rids(np.asarray(gone + moved, dtype=np.int64))
-            dirty.update(self.ns_list[int(c)] for c in np.unique(self.slot_ns[slots[slots >= 0]]))
+            # A set, not np.unique: numpy 2.4's unique imports numpy.ma (~1.1 MB and ~8 ms per process).
+            dirty.update(self.ns_list[c] for c in set(self.slot_ns[slots[slots >= 0]].tolist()))
         self._dirty = (at_seq, dirty, changed)
         return dirty, changed
 

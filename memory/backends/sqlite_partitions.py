@@ -328,7 +328,7 @@ class PartitionMixin:
                 rest.append((ns, rids))
                 continue
             if len(rids):
-                self._index.add_block(ns, base.rids[sl], base.vecs[sl])
+                self._index.add_block(ns, base.rids[sl], base.vecs[sl], mapped=(base, sl.start))
             self._kw.attach(base, sl)
             self._parts.mapped_loads += 1
         return rest

@@ -45,6 +45,7 @@ import numpy as np
 from memory.backends import vector_arena
 from memory.backends.vector_arena import Selection as _Selection
 from memory.backends.vector_arena import top_m as _top_m
+from memory.backends.vector_rows import MappedRows, RowMap
 from memory.namespace import Namespace
 
 try:
@@ -218,7 +219,9 @@ class VectorIndex:
     def __init__(self, dim: int, head_dims: int | None = None):
         self.dim = dim
         self._blocks: dict[Namespace, _Block] = {}
-        self._where: dict[int, tuple[Namespace, int]] = {}
+        # rid -> (namespace, position): a dict entry for rows of private blocks, none for rows of
+        # blocks that are unchanged views of the mapped partitions file (see vector_rows).
+        self._where = RowMap(self._blocks)
         self._fixed_head = head_dims  # None: chosen from the data (see _ensure_basis)
         self._basis: np.ndarray | None = None  # dim x head, found by the first large search
         self._fit_rows = 0
@@ -235,9 +238,11 @@ class VectorIndex:
         return rid in self._where
 
     def add(self, rid: int, ns: Namespace, vec: np.ndarray) -> None:
-        if rid in self._where:
-            old_ns, pos = self._where[rid]
+        loc = self._where.get(rid)
+        if loc is not None:
+            old_ns, pos = loc
             if old_ns == ns:
+                self._where.own(ns)
                 self._blocks[ns].own()
                 self._blocks[ns].vecs[pos] = vec
                 self._blocks[ns].version += 1
@@ -247,13 +252,16 @@ class VectorIndex:
         block = self._blocks.get(ns)
         if block is None:
             block = self._blocks[ns] = _Block(self.dim)
-        self._where[rid] = (ns, block.append(rid, vec))
+        self._where.own(ns)
+        self._where.rows[rid] = (ns, block.append(rid, vec))
 
     def remove(self, rid: int) -> None:
-        loc = self._where.pop(rid, None)
+        loc = self._where.get(rid)
         if loc is None:
             return
         ns, pos = loc
+        self._where.own(ns)
+        del self._where.rows[rid]
         block = self._blocks[ns]
         block.own()
         last = block.n - 1
@@ -261,7 +269,7 @@ class VectorIndex:
             moved = int(block.rids[last])
             block.vecs[pos] = block.vecs[last]
             block.rids[pos] = moved
-            self._where[moved] = (ns, pos)
+            self._where.rows[moved] = (ns, pos)
             if pos < block.projected:
                 if last < block.projected:
                     block.proj[pos] = block.proj[last]  # type: ignore[index]
@@ -393,9 +401,16 @@ class VectorIndex:
         self._basis = fit_basis(np.concatenate(picks), self.dim, self._fixed_head)
         return self._basis
 
-    def add_block(self, ns: Namespace, rids: np.ndarray, vecs: np.ndarray) -> None:
-        """Load a whole namespace at once (rows ``rids``, vectors ``vecs``); replaces its block."""
+    def add_block(self, ns: Namespace, rids: np.ndarray, vecs: np.ndarray,
+                  mapped: tuple[MappedRows, int] | None = None) -> None:
+        """Load a whole namespace at once (rows ``rids``, vectors ``vecs``); replaces its block.
+        ``mapped``: (file, first slot) when ``rids``/``vecs`` are that file's rows from that slot
+        on, in its order: the rows are then located through the file (no entry per row)."""
         self.drop_block(ns)
+        # Rows that moved here from a mapped block (one file's namespaces never share a row, and
+        # add_mapped turns the blocks of an older file private, so mapped loads skip this).
+        for rid in self._where.in_mapped(ns, rids) if mapped is None else ():
+            self.remove(rid)
         block = _Block(self.dim, cap=0)
         # Adopted, not copied (a partition load hands over fresh arrays); append() reallocates.
         block.vecs = np.ascontiguousarray(vecs, dtype=np.float32)
@@ -404,7 +419,12 @@ class VectorIndex:
         block.n = len(rids)
         self._blocks[ns] = block
         self._arenas.joined(block.vecs)
-        where = self._where
+        if mapped is not None:
+            while moved := self._where.add_mapped(ns, *mapped):
+                for rid in moved:  # rows that moved here from another loaded (private) block
+                    self.remove(rid)
+            return
+        where = self._where.rows
         for pos, rid in enumerate(rids.tolist()):
             old = where.get(rid)
             if old is not None and old[0] != ns:  # the row moved here from another loaded block
@@ -417,9 +437,7 @@ class VectorIndex:
         if block is None:
             return
         self._sel_cache = None  # it may hold the arena this block was a view of: let it go
-        for rid in block.rids[: block.n].tolist():
-            if self._where.get(rid, (None,))[0] == ns:
-                del self._where[rid]
+        self._where.forget(ns, block)
         # Most of its arena is gone: free the rest of it (a mapped, read-only arena costs no
         # private memory, and copying its views out would).
         if self._arenas.left(block.vecs) and block.vecs.base.flags.writeable:
@@ -430,12 +448,11 @@ class VectorIndex:
 
     def search_rids(self, rids: np.ndarray, vec: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (rids, cosine) among the given rows only (rows not indexed are skipped)."""
-        where = self._where
-        present = [int(r) for r in rids.tolist() if r in where]
-        if not present:
+        found = [(int(r), loc) for r in rids.tolist() if (loc := self._where.get(r)) is not None]
+        if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        mat = np.stack([self._blocks[where[r][0]].vecs[where[r][1]] for r in present])
-        r = np.asarray(present, dtype=np.int64)
+        mat = np.stack([self._blocks[ns].vecs[pos] for _, (ns, pos) in found])
+        r = np.asarray([rid for rid, _ in found], dtype=np.int64)
         return _top(r, mat @ vec, k)
 
     @staticmethod
