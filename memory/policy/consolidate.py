@@ -216,15 +216,16 @@ class Consolidator:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidInput(f"limit must be a positive integer (memories to examine), got {limit!r:.40}")
         prefix = parse_namespace(namespace_prefix) if namespace_prefix is not None else None
-        actor = actor or Actor(agent=CONSOLIDATE_ACTOR)
         report = ConsolidationReport(dry_run=dry_run)
         backend = self.mm.service.backend
         spaces = sorted({ns for ns, _ in backend.namespaces()})
         if prefix is not None:
             spaces = [ns for ns in spaces if ns[:len(prefix)] == prefix]
         spaces = [ns for ns in spaces if ns[0] not in READ_ONLY_ROOTS]
-        if spaces:
+        if spaces:  # None: the operator's housekeeping (CLI, worker), every namespace but docs/
             self.mm.access.check(actor, "write", spaces, now=now)
+        actor = actor if actor is not None and actor.agent else Actor(CONSOLIDATE_ACTOR, *(
+            (actor.thread_id, actor.run_id) if actor is not None else (None, None)))
         budget = limit
         for ns in spaces:
             if budget is not None and budget <= 0:

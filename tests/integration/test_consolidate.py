@@ -105,18 +105,21 @@ def test_e5_vectors_cached_in_view_store_and_forgotten_with_user(mm):
     assert mm.consolidation_marks.get("user_profile/u1") is None
 
 
-def test_docs_namespaces_untouched_and_limit_and_dry_run(mm):
+def test_docs_namespaces_untouched_agent_private_ones_consolidated_limit_and_dry_run(mm):
     mm.service.write(DUP[0], "docs/kb")
     mm.service.write(DUP[1], "docs/kb")
     _write_pair(mm, "user_profile/u1", DUP)
-    dry = mm.consolidate(dry_run=True, now=T0 + timedelta(days=1))
+    _write_pair(mm, "text2sql_memories/u1", UPD)  # private to one agent: the operator's pass still covers it
+    dry = mm.consolidate("user_profile", dry_run=True, now=T0 + timedelta(days=1))
     assert "docs/kb" not in dry.namespaces and dry.merged_duplicate + dry.superseded_update == 1
     assert current(mm, "user_profile/u1") == sorted(DUP)  # a dry run changes nothing, marks included
     assert mm.consolidation_marks.get("user_profile/u1") is None
     one = mm.consolidate(limit=1, now=T0 + timedelta(days=1))
     assert one.memories_examined == 1
-    mm.consolidate(now=T0 + timedelta(days=1))
+    rest = mm.consolidate(now=T0 + timedelta(days=1))
+    assert "docs/kb" not in rest.namespaces
     assert current(mm, "user_profile/u1") == [DUP[1]]
+    assert current(mm, "text2sql_memories/u1") == [UPD[1]]
     assert current(mm, "docs/kb") == sorted(DUP)
     with pytest.raises(InvalidInput):
         mm.consolidate(limit=0)
