@@ -100,6 +100,18 @@ def test_e5_vectors_cached_in_view_store_and_forgotten_with_user(mm):
         assert again.pairs_examined == 1 and again.e5_encoded == 0
     finally:
         mm2.close()
+    # a hard delete removes the deleted text's e5 vector with its other views; the other text's stays
+    from memory.policy.consolidate_judge import E5_DIM, e5_tag
+    from memory.policy.view_store import owner_key, view_key
+
+    def e5_row(text: str) -> bool:
+        k = view_key(e5_tag(), text)
+        return bool(mm.views.store.get(("user_profile", "u1"), {owner_key(text): {k}}, {k: E5_DIM}))
+
+    assert e5_row(LOOKALIKE[0]) and e5_row(LOOKALIKE[1])
+    gone = next(r.id for r in mm.service.list("user_profile/u1") if r.content == LOOKALIKE[0])
+    mm.delete(gone, hard=True)
+    assert not e5_row(LOOKALIKE[0]) and e5_row(LOOKALIKE[1])
     mm.forget_user("u1")
     assert mm.views.store.count([("user_profile", "u1")]) == 0 and stored > 0
     assert mm.consolidation_marks.get("user_profile/u1") is None
