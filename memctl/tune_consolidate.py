@@ -327,9 +327,7 @@ def print_report(report: dict[str, Any]) -> None:
                   f"conf {r['conflict_resolution_rate']} false {r['distinct_false_merge_rate']} "
                   f"unrelated {r.get('unrelated_merged', '-')} reexamined {r.get('reexamined_share', '-')} "
                   f"llm {r.get('llm_share', '-')}")
-            for lang, lr in r["by_lang"].items():
-                print(f"    {lang:8s} n={lr['n']:4d} dup {lr['duplicate_merge_rate']} "
-                      f"conf {lr['conflict_resolution_rate']} false {lr['distinct_false_merge_rate']}")
+            tj.print_by_lang(r)
     print("chosen", report["chosen"])
     if "reproduces_shipped_model" in report:
         print("reproduces the shipped consolidation model:", report["reproduces_shipped_model"])

@@ -470,6 +470,13 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+
+def print_by_lang(r: dict[str, Any]) -> None:
+    """One indented line per language of a report slice (also used by :mod:`memctl.tune_consolidate`)."""
+    for lang, lr in r["by_lang"].items():
+        print(f"    {lang:8s} n={lr['n']:4d} dup {lr['duplicate_merge_rate']} "
+              f"conf {lr['conflict_resolution_rate']} false {lr['distinct_false_merge_rate']}")
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--check", action="store_true", help="refit and report; write nothing")
@@ -491,9 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:22s} n={r['n']:4d} dup {r['duplicate_merge_rate']} conf {r['conflict_resolution_rate']} "
               f"false {r['distinct_false_merge_rate']} unsure {r['unsure_share']} "
               f"unrelated merged {r.get('unrelated_merged', '-')}")
-        for lang, lr in r["by_lang"].items():
-            print(f"    {lang:8s} n={lr['n']:4d} dup {lr['duplicate_merge_rate']} "
-                  f"conf {lr['conflict_resolution_rate']} false {lr['distinct_false_merge_rate']}")
+        print_by_lang(r)
     print("chosen", report["chosen"])
     if not args.dev and not args.skip_consolidation:  # the consolidation model reads this one's threshold
         from memctl import tune_consolidate
