@@ -15,8 +15,10 @@ Systems (each searched with query embedding included in the timing):
   ``pysqlite3``, since this Python's ``sqlite3`` cannot load extensions).
 * handoff overhead — the Supervisor's memory pre+post nodes per handoff (``memctl.bench_handoff``),
   with inline writes and with write-behind (queued writes, given 50 ms of simulated model time
-  per node). ``handoff_overhead_p95_ms`` reports the mode ``policy.write_behind`` selects by
-  default, named in ``handoff_overhead_mode``; both are always reported.
+  per node), ``queries`` handoffs per mode after two untimed turns, with the heap frozen
+  (``gc.freeze``) as a server's after start-up. ``handoff_overhead_p95_ms`` reports the mode
+  ``policy.write_behind`` selects by default, named in ``handoff_overhead_mode``; both are always
+  reported.
 
 The corpus is generated (zh/en memory-like sentences, seeded). Vectors are embedded once and
 shared by all systems, so the load phase does not dominate; write throughput is measured
@@ -226,9 +228,11 @@ def run_bench(
                 # Imported here: it loads the Supervisor app (LangGraph), which only this system needs.
                 from memctl.bench_handoff import handoff_overhead
 
-                handoff[str(n)] = handoff_overhead(n, cache_dir=cache_dir)
+                # --queries handoffs per mode (it was always 100: a p95 was then the 6th-slowest
+                # handoff, and runs of the same code differed by ±5-30 ms)
+                handoff[str(n)] = handoff_overhead(n, queries, cache_dir=cache_dir)
                 # 50 ms of simulated model time per node: real LLM calls take 0.5-5 s
-                handoff_wb[str(n)] = handoff_overhead(n, cache_dir=cache_dir, write_behind=True,
+                handoff_wb[str(n)] = handoff_overhead(n, queries, cache_dir=cache_dir, write_behind=True,
                                                       agent_ms=HANDOFF_AGENT_MS)
             gc.collect()
     inline_p95 = max((h["total_p95_ms"] for h in handoff.values()), default=None)

@@ -92,7 +92,7 @@ def _bench_cold(size_list: tuple[int, ...], runs: int, langgraph: bool, rebuild:
 def bench(
     sizes: Annotated[str, typer.Option(help="Comma-separated corpus sizes (e.g. 1000,100000,1000000)")]
     = "1000,10000,100000",
-    queries: Annotated[int, typer.Option(help="Timed searches per system and size")] = 200,
+    queries: Annotated[int, typer.Option(help="Timed searches per system and size (handoffs, for the handoff system)")] = 200,
     systems: Annotated[str, typer.Option(help="Comma-separated: sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff")]
     = "sqlite,qdrant,numpy,inmemory,langgraph-sqlite,handoff",
     out_file: Annotated[Path | None, typer.Option(

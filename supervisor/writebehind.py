@@ -117,14 +117,27 @@ class WriteBehind:
         self._executor.submit(self._run_next)
         return p
 
+    def _wanted_first(self) -> int | None:
+        """Index of the first queued write a waiting barrier needs (call with the lock held)."""
+        if not self._wanted:
+            return None
+        return next((i for i, (p, _) in enumerate(self._queue)
+                     if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), None)
+
+    def _may_start(self) -> bool:
+        """No foreground search runs, or a drain waits, or a barrier waits for a queued write
+        (lock held). A barrier whose writes have all started lets no other write pass: the
+        worker that finished its last write checked this before the barrier's thread could
+        take itself off ``_wanted``, and started the next unrelated write (in the benchmark,
+        the previous agent's SQL item) in the middle of the pre-node's search."""
+        return not self._foreground or self._draining > 0 or self._wanted_first() is not None
+
     def _next(self) -> tuple[Pending, Callable[[], Any]] | None:
         with self._lock:
             if not self._queue:
                 return None
-            k = None
-            if self._wanted:  # the first write a waiting barrier needs, else the first urgent, else the oldest
-                k = next((i for i, (p, _) in enumerate(self._queue)
-                          if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), None)
+            # the first write a waiting barrier needs, else the first urgent, else the oldest
+            k = self._wanted_first()
             if k is None:
                 k = next((i for i, (p, _) in enumerate(self._queue) if id(p) in self._urgent), 0)
             job = self._queue.pop(k)
@@ -142,8 +155,7 @@ class WriteBehind:
         with self._gate:
             pass
         with self._lock:
-            self._wake.wait_for(lambda: not self._foreground or bool(self._wanted) or self._draining > 0,
-                                timeout=self.FOREGROUND_MAX_WAIT)
+            self._wake.wait_for(self._may_start, timeout=self.FOREGROUND_MAX_WAIT)
         job = self._next()
         if job is None:
             return

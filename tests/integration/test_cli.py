@@ -470,6 +470,9 @@ def test_bench_json_keys_and_the_handoff_headline(tmp_path):
     assert out["handoff_overhead_p95_ms"] == out["handoff_overhead_write_behind_p95_ms"]
     assert out["handoff_overhead_inline_p95_ms"] == out["handoff_overhead"]["200"]["total_p95_ms"] > 0
     assert out["handoff_overhead_write_behind"]["200"]["errors"] == 0
+    # two whole turns run untimed first (one-time loads), then the heap is frozen for the timed ones
+    for mode in ("handoff_overhead", "handoff_overhead_write_behind"):
+        assert len(out[mode]["200"]["warmup_ms"]) == 6 and out[mode]["200"]["freeze_gc"] is True
     assert json.loads((tmp_path / "b.json").read_text()) == out
     assert (tmp_path / "b.png").stat().st_size > 0
     assert list((tmp_path / "cache").rglob("*.npy"))  # corpus vectors cached under XDG_CACHE_HOME

@@ -125,3 +125,28 @@ def test_a_foreground_that_never_ends_only_delays_writes(wb: WriteBehind) -> Non
     with wb.foreground():
         wb.submit(("analysis_memories", "u1"), done.set)
         assert done.wait(2.0)
+
+
+def test_a_barrier_whose_writes_have_run_lets_no_other_write_start_during_the_search(wb: WriteBehind) -> None:
+    """The pre-node's barrier waits for the finding it reads; once that write is done, the
+    unrelated write queued behind it (another agent's SQL) waits for the search to end, instead
+    of starting before the barrier's thread has taken itself off the wanted list."""
+    wb.FOREGROUND_MAX_WAIT = 30.0  # only the end of the search may let it start
+    gate, running, other = threading.Event(), threading.Event(), threading.Event()
+    wb.submit(("shared_context", "u1"), lambda: (running.set(), gate.wait(5.0), "finding")[-1])
+    assert running.wait(2.0)
+    wb.submit(("text2sql_memories", "u1"), other.set)
+    with wb.foreground():
+        got: list[object] = []
+        waiter = threading.Thread(target=lambda: got.extend(p.future.result() for p in
+                                                            wb.barrier([("shared_context", "u1")])))
+        waiter.start()
+        deadline = time.perf_counter() + 2.0
+        while not wb._wanted and time.perf_counter() < deadline:  # the barrier is waiting
+            time.sleep(0.001)
+        gate.set()
+        waiter.join(5.0)
+        assert got == ["finding"]
+        assert not other.wait(0.3)  # the search still runs
+    assert other.wait(2.0)  # and starts as soon as it is over
+    wb.drain()
