@@ -289,7 +289,8 @@ def plot(result: dict[str, Any], path: Path) -> Any:
     ax.set_ylabel("search latency, ms (incl. query embedding); dashed = p95")
     ax.set_title("Search latency vs store size (same corpus, same embedder, one process)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    if systems:  # a handoff-only run has no search lines (a legend of nothing warns)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return fig
