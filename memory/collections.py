@@ -187,20 +187,15 @@ class Collections:
 
     def __init__(self, service: Any, audit: Any = None, registry_path: str | None = None,
                  max_chars: int = DEFAULT_MAX_CHARS):
-        from memory.backends.sqlite import apply_migrations
+        from memory.backends.sqlite_schema import apply_migrations, open_side_db
 
         self.service = service
         self.audit = audit
         self.max_chars = max_chars
         self.path = str(registry_path or service.settings.path)
-        if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
-            self._conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn = open_side_db(self.path)
             apply_migrations(self._conn, "doc_migrations", MIGRATIONS)
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open the collection registry at {self.path!r}: {exc}") from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from memory.errors import SchemaMismatch
@@ -85,6 +86,30 @@ def apply_migrations(conn: sqlite3.Connection, table: str,
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+
+def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connection:
+    """A connection for a table kept beside the store (audit log, collection registry, judge views,
+    consolidation marks): autocommit, usable from the worker threads, waiting up to 10 s for
+    another process's write lock. Files get WAL + ``synchronous = NORMAL`` as the store does (in WAL
+    mode NORMAL cannot corrupt the file; it only skips an fsync per commit, so a power cut may lose
+    the last events and a crash does not). ``secure_delete`` zeroes deleted rows in the file, for
+    tables whose deletes promise the text is gone from the bytes on disk. Raises ``sqlite3.Error``:
+    each caller says what it was opening."""
+    if path != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        if secure_delete:
+            conn.execute("PRAGMA secure_delete = ON")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
 
 
 def check_not_newer(what: str, found: int, known: int) -> None:

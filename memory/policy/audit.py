@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memory.backends.sqlite import apply_migrations
+from memory.backends.sqlite_schema import apply_migrations, open_side_db
 from memory.errors import BackendUnavailable, InvalidInput, MemoryBackendError
 from memory.namespace import Namespace, ns_key
 from memory.records import MemoryRecord, as_utc, utcnow
@@ -89,20 +89,11 @@ def _ns_prefix_clause(prefix: Namespace) -> tuple[str, list[str]]:
 class AuditLog:
     def __init__(self, path: str | Path):
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
-            self._conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout = 10000")
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                # As for the store: in WAL mode NORMAL cannot corrupt the file; it only skips an
-                # fsync per commit (a power cut may lose the last events, a crash does not).
-                self._conn.execute("PRAGMA synchronous = NORMAL")
             # Deleted and redacted rows are overwritten with zeros in the file, not just unlinked:
             # forget-user and hard delete promise the text is gone from the bytes on disk.
-            self._conn.execute("PRAGMA secure_delete = ON")
+            self._conn = open_side_db(self.path, secure_delete=True)
             self._migrate()
         except sqlite3.Error as exc:
             raise BackendUnavailable(f"cannot open the audit log at {self.path!r}: {exc}") from exc

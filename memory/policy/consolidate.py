@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memory.backends.sqlite_schema import open_side_db
 from memory.errors import BackendUnavailable, InvalidInput, NotFound
 from memory.namespace import Namespace, NamespaceLike, ns_key, parse_namespace
 from memory.policy.audit import AuditEvent
@@ -125,8 +126,7 @@ class ConsolidationMarks:
             return None
         if self._conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False, isolation_level=None)
-                conn.execute("PRAGMA busy_timeout = 10000")
+                conn = open_side_db(self.path)
                 conn.execute("CREATE TABLE IF NOT EXISTS consolidation_marks (ns TEXT PRIMARY KEY, "
                              "ts REAL NOT NULL, id TEXT NOT NULL)")
             except sqlite3.Error as exc:
