@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,6 +45,7 @@ from memory.backends.vector_arena import Selection as _Selection
 from memory.backends.vector_arena import top_m as _top_m
 from memory.backends.vector_rows import MappedRows, RowMap
 from memory.namespace import Namespace
+from memory.worker import LazyWorker
 
 try:
     from threadpoolctl import ThreadpoolController
@@ -69,27 +68,9 @@ HEAD_KNEE = 3.0  # ... but not past the directions holding 3x the median one's e
 FIT_RULE = 2
 FIT_SAMPLE = 8_000  # rows sampled to find the principal directions (~0.1 s, once)
 REFIT_GROWTH = 8  # find them again once the index has grown this many times over
-_pool: ThreadPoolExecutor | None = None
 _serials = itertools.count()
-_pool_lock = threading.Lock()
-
-
-def _scan_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-vector-scan")
-        return _pool
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child has no worker thread, but an inherited executor would believe it had an
-    # idle one and never run the scan: the child makes its own on first use.
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
+# The second half of a two-stage scan runs here while the caller scans the first.
+SCAN_WORKER = LazyWorker("memory-vector-scan")
 
 
 def _halves(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[tuple[np.ndarray, np.ndarray]], ...]:
@@ -461,7 +442,7 @@ class VectorIndex:
         if sum(m.size for m, _ in parts) < SPLIT_MIN_FLOATS or (os.cpu_count() or 1) < 2:
             return [m @ vec for m, _ in parts]
         first, second = _halves(parts)
-        later = _scan_pool().submit(lambda: [m @ vec for m, _ in second])
+        later = SCAN_WORKER.submit(lambda: [m @ vec for m, _ in second])
         sims = [m @ vec for m, _ in first]
         sims.extend(later.result())
         return sims

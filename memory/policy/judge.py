@@ -44,11 +44,10 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -64,6 +63,7 @@ from memory.policy.names import NAME_FEATURES, name_features
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
 from memory.policy.static_view import STATIC_FEATURES, StaticView, static_features, static_view
 from memory.text import tokenize
+from memory.worker import LazyWorker
 
 _log = logging.getLogger(__name__)
 MODEL_FILE = Path(__file__).with_name("judge_model.json")
@@ -403,7 +403,7 @@ class PairJudge:
         latin = [t for t in texts if not dedupe._CJK.search(t)]
         if not latin:
             return None
-        return _paraphrase_pool().submit(self._prime_paraphrase, latin)
+        return PARAPHRASE_WORKER.submit(self._prime_paraphrase, latin)
 
     def _prime_paraphrase(self, texts: Sequence[str]) -> None:
         # Each text is embedded on its own, as similarity() does, so a primed vector is the very
@@ -464,29 +464,8 @@ def _default_embed(texts: list[str]) -> np.ndarray:
     return get_embedder(JUDGE_EMBEDDING_MODEL).embed_documents(texts)
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _paraphrase_pool() -> ThreadPoolExecutor:
-    """One worker thread per process for the paraphrase model (created on first use: importing
-    the package starts no thread). One is enough: the model runs one text at a time anyway."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-paraphrase")
-        return _POOL
-
-
-def _forget_pool_after_fork() -> None:
-    # A forked child has no worker thread, but an inherited executor would believe it had an idle
-    # one and never run the job: the child makes its own on first use.
-    global _POOL, _POOL_LOCK
-    _POOL, _POOL_LOCK = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_after_fork)
-
+# One thread for the paraphrase model (it runs one text at a time anyway).
+PARAPHRASE_WORKER = LazyWorker("judge-paraphrase")
 
 _DEFAULT: TreeModel | None = None
 _DEFAULT_LOCK = threading.Lock()

@@ -147,16 +147,16 @@ def _try_flock(svc: MemoryService, out: Any) -> None:
 
     try:
         fcntl.flock(svc.backend._vf._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[attr-defined]
-        out.put(("locked", vector_index._pool is None))
+        out.put(("locked", not vector_index.SCAN_WORKER.started))
     except BlockingIOError:
-        out.put(("blocked", vector_index._pool is None))
+        out.put(("blocked", not vector_index.SCAN_WORKER.started))
 
 
 def test_prepared_child_has_its_own_vector_file_lock(store: MemoryService) -> None:
     from memory.backends import vector_index
 
     svc = prefork(store)
-    vector_index._scan_pool()  # the parent has a scan thread: a child must not inherit the executor
+    vector_index.SCAN_WORKER.executor()  # the parent has a scan thread: a child must not inherit the executor
     vf = svc.backend._vf  # type: ignore[attr-defined]
     assert vf is not None and vf._fd is not None
     fcntl.flock(vf._fd, fcntl.LOCK_EX)
