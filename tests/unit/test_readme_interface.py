@@ -171,6 +171,50 @@ def cli_problems(text: str, root: Any = None) -> tuple[list[str], int]:
     return [p for inv in found for p in resolve(inv, root).problems], len(found)
 
 
+def table_commands(text: str) -> list[list[str]]:
+    """The command paths the README's component table lists in its ``| CLI |`` row, e.g.
+    ``add search ... eval retrieval ... collection add/list/remove`` (a group takes the next word,
+    ``/`` separates alternatives)."""
+    row = next(line for line in text.splitlines() if line.startswith("| CLI |"))
+    cell = row.split("|")[3]
+    words = [w for span in re.findall(r"`([^`]+)`", cell) if re.fullmatch(r"[a-z][a-z /-]*", span)
+             and " " in span for w in span.split()]
+    root = _cli()
+    ctx = root.context_class(root)
+    out: list[list[str]] = []
+    i = 0
+    while i < len(words):
+        sub = root.get_command(ctx, words[i])
+        if sub is not None and _is_group(sub) and i + 1 < len(words):
+            out += [[words[i], a] for a in words[i + 1].split("/")]
+            i += 2
+        else:
+            out.append([words[i]])
+            i += 1
+    return out
+
+
+def table_problems(text: str) -> tuple[list[str], int]:
+    """Every command the CLI row lists exists, and every registered command is listed."""
+    listed = table_commands(text)
+    root = _cli()
+    ctx = root.context_class(root)
+    problems = []
+    for path in listed:
+        cmd: Any = root
+        for w in path:
+            cmd = cmd.get_command(ctx, w) if _is_group(cmd) else None
+            if cmd is None:
+                problems.append(f"the README's CLI row lists `{' '.join(path)}`: no such command")
+                break
+    have = {tuple(p) for p in listed}
+    for name in root.list_commands(ctx):
+        sub = root.get_command(ctx, name)
+        paths = [(name, s) for s in sub.list_commands(ctx)] if _is_group(sub) else [(name,)]
+        problems += [f"`memctl {' '.join(p)}` is missing from the README's CLI row" for p in paths if p not in have]
+    return problems, len(listed)
+
+
 # ------------------------------------------------------------------------------------ settings
 def _field_model(model: type[BaseModel], name: str) -> tuple[bool, type[BaseModel] | None]:
     """(is a field, its model when it is a nested settings model)."""
@@ -336,6 +380,12 @@ def test_readme_commands_and_options_exist() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_readme_cli_row_lists_every_command() -> None:
+    problems, n = table_problems(README)
+    assert n >= 25, f"only {n} commands parsed from the README's CLI row"
+    assert not problems, "\n".join(problems)
+
+
 def test_readme_memory_variables_are_settings() -> None:
     problems, n = env_problems(README)
     assert n >= 15, f"only {n} MEMORY_* names parsed from README.md"
@@ -359,6 +409,8 @@ def test_readme_json_keys_are_produced() -> None:
     ("memctl eval dedupe --pairs FILE --consolidate", "memctl eval dedupe --pairs FILE --consolidated",
      cli_problems),  # a renamed option
     ("`memctl transcript tail --thread", "`memctl transcript tail --threads", cli_problems),
+    ("forget-user sweep", "forget_user sweep", table_problems),  # the CLI row's list of commands
+    ("transcript append/tail", "transcript append", table_problems),  # a command dropped from the list
     ("`MEMORY_POLICY__CONSOLIDATE`", "`MEMORY_POLICY__CONSOLIDATION`", env_problems),
     ("`MEMORY_INDEX_MEMORY_MB`", "`MEMORY_INDEX_MEMORY_MiB`", env_problems),
     ("`__LOCATION`", "`__LOCATIONS`", env_problems),  # a continuation of MEMORY_QDRANT__PATH
