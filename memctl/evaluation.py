@@ -274,7 +274,8 @@ def load_pairs(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     pairs = []
     seen: dict[str, int] = {}
-    for i, obj in _read_jsonl_lines(p, "--pairs must be a JSONL file of {id, namespace, existing, incoming, label, lang}"):
+    what = "--pairs must be a JSONL file of {id, namespace, existing, incoming, label, lang}"
+    for i, obj in _read_jsonl_lines(p, what):
         for key in ("existing", "incoming", "label"):
             if key not in obj:
                 raise InvalidInput(f"{p}: line {i}: no {key!r} field; each line needs existing, incoming and label")

@@ -118,7 +118,8 @@ def read_jsonl(path: str | Path, default_namespace: str | None = None) -> Iterat
                 raise InvalidInput(f"{where}: a number has too many digits; write it as a string or drop it; "
                                    "nothing was imported") from None
             except RecursionError:
-                raise InvalidInput(f"{where}: JSON nested too deeply; flatten the metadata; nothing was imported") from None
+                raise InvalidInput(f"{where}: JSON nested too deeply; flatten the metadata; "
+                                   "nothing was imported") from None
             if not isinstance(obj, dict):
                 raise InvalidInput(f"{where}: expected a JSON object like "
                                    '{"content": "...", "namespace": "user_profile/u1"}') from None
