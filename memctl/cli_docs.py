@@ -10,6 +10,7 @@ notes (:mod:`memory.markdown_io`). Library imports happen inside the commands (s
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -196,8 +197,12 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
 
     if batch_size < 1:
         raise InvalidInput(f"--batch-size must be >= 1, got {batch_size}")
-    if workers is not None and workers < 1:
-        raise InvalidInput(f"--workers must be >= 1, got {workers}")
+    # Each worker is a process with its own copy of the model; far more than the cores only
+    # adds start-up time and memory (and a huge number would exhaust the machine).
+    most = 4 * (os.cpu_count() or 1)
+    if workers is not None and not 1 <= workers <= most:
+        raise InvalidInput(f"--workers must be between 1 and {most} (4 per core), got {workers}; "
+                           "omit it for one per core")
     t0 = time.perf_counter()
     with _manager() as mm:
         # Embedding workers start (and load the model) while this process validates the file.

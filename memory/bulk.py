@@ -92,7 +92,7 @@ def read_jsonl(path: str | Path, default_namespace: str | None = None) -> Iterat
 
     p = Path(path)
     try:
-        fh = p.open(encoding="utf-8")
+        fh = p.open("rb")  # decoded line by line, so that a bad byte's error names its line
     except FileNotFoundError:
         raise InvalidInput(f"{p} does not exist") from None
     except IsADirectoryError:
@@ -100,35 +100,43 @@ def read_jsonl(path: str | Path, default_namespace: str | None = None) -> Iterat
     except OSError as exc:
         raise InvalidInput(f"cannot read {p}: {exc.strerror}") from None
     with fh:
-        try:
-            for no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                where = f"{p.name} line {no}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                                       "nothing was imported") from None
-                if not isinstance(obj, dict):
-                    raise InvalidInput(f"{where}: expected a JSON object like "
-                                       '{"content": "...", "namespace": "user_profile/u1"}') from None
-                unknown = set(obj) - FIELDS
-                if unknown:
-                    raise InvalidInput(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(FIELDS)} "
-                                       "(put your own fields inside metadata)")
-                ns = obj.get("namespace", default_namespace)
-                if ns is None:
-                    raise InvalidInput(f"{where}: no namespace; add \"namespace\" to the line or pass --ns")
-                ttl = obj.get("ttl_days")
-                created = _parse_time(obj["created_at"], where) if obj.get("created_at") is not None else None
-                rid = obj.get("id")
-                if rid is not None and (not isinstance(rid, str) or not rid.strip()):
-                    raise InvalidInput(f"{where}: id must be a non-empty string")
-                yield no, NewMemory(obj.get("content"), ns, obj.get("metadata"), id=rid, created_at=created,
-                                    ttl_days=ttl)
-        except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{p} is not UTF-8 text (bad byte at {exc.start}); nothing was imported") from None
+        for no, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            where = f"{p.name} line {no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidInput(f"{where}: not UTF-8 text (bad byte at column {exc.start + 1}); save the file "
+                                   "as UTF-8; nothing was imported") from None
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidInput(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                   "nothing was imported") from None
+            except ValueError:  # Python refuses integers of more than 4300 digits
+                raise InvalidInput(f"{where}: a number has too many digits; write it as a string or drop it; "
+                                   "nothing was imported") from None
+            except RecursionError:
+                raise InvalidInput(f"{where}: JSON nested too deeply; flatten the metadata; "
+                                   "nothing was imported") from None
+            if not isinstance(obj, dict):
+                raise InvalidInput(f"{where}: expected a JSON object like "
+                                   '{"content": "...", "namespace": "user_profile/u1"}') from None
+            unknown = set(obj) - FIELDS
+            if unknown:
+                raise InvalidInput(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(FIELDS)} "
+                                   "(put your own fields inside metadata)")
+            ns = obj.get("namespace", default_namespace)
+            if ns is None:
+                raise InvalidInput(f"{where}: no namespace; add \"namespace\" to the line or pass --ns")
+            ttl = obj.get("ttl_days")
+            created = _parse_time(obj["created_at"], where) if obj.get("created_at") is not None else None
+            rid = obj.get("id")
+            if rid is not None and (not isinstance(rid, str) or not rid.strip()):
+                raise InvalidInput(f"{where}: id must be a non-empty string")
+            yield no, NewMemory(obj.get("content"), ns, obj.get("metadata"), id=rid, created_at=created,
+                                ttl_days=ttl)
 
 
 def validate_jsonl(svc: MemoryService, path: str | Path, default_namespace: str | None = None,

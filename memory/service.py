@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from memory import scoring
 from memory.backend import MemoryBackend
@@ -162,6 +163,10 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
     extra.update({k: v for k, v in metadata.items() if k not in known})
     try:
         return MemoryMetadata(**data, extra=extra)
+    except ValidationError as exc:  # one line per problem, without pydantic's URL and input dump
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'metadata'}: {e['msg']}"
+                             for e in exc.errors())
+        raise InvalidInput(f"invalid metadata: {problems}") from exc
     except ValueError as exc:
         raise InvalidInput(f"invalid metadata: {exc}") from exc
 
@@ -230,6 +235,8 @@ class MemoryService:
                 updated_at=created,
                 expires_at=created + timedelta(days=ttl) if ttl is not None else None,
             )
+        except InvalidInput:  # already says what is wrong (e.g. the metadata's field)
+            raise
         except ValueError as exc:
             raise InvalidInput(f"invalid memory: {exc}") from exc
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextvars
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -26,6 +26,10 @@ from pydantic_settings import (
 
 from memory.errors import InvalidConfig
 
+# memory.service.MAX_TTL_DAYS (not imported: the service imports this module). A longer TTL
+# (per type or by default) would make every write of it fail with "ttl_days must be ...".
+MAX_TTL_DAYS = 36_500
+
 _CONFIG_FILE: contextvars.ContextVar[Path | None] = contextvars.ContextVar("config_file", default=None)
 
 
@@ -37,7 +41,7 @@ def default_path() -> str:
 class ScoringSettings(BaseModel):
     """``S = alpha*sim + beta*decay + gamma*boost`` and ``decay = exp(-decay_lambda*age_days)``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     alpha: float = Field(1.0, ge=0)
     beta: float = Field(0.05, ge=0)
@@ -94,14 +98,14 @@ class ScoringSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = Field(
         "local/use-multilingual-v3",
         description="a packaged local model (local/...), 'a+b' to combine, or a fastembed hub model",
     )
     threads: int = Field(
-        1, ge=1,
+        1, ge=1, le=256,
         description="BLAS/ONNX threads for batch embedding; 1 is robust on busy small machines, "
         "2+ helps only when cores are idle (queries always use 1)",
     )
@@ -112,7 +116,7 @@ class EmbeddingSettings(BaseModel):
 class QdrantSettings(BaseModel):
     """Where Qdrant is (exactly one of url / path / location) and how hard to try."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     url: str | None = Field(None, description="server URL, e.g. http://localhost:6333")
     api_key: SecretStr | None = None
@@ -136,7 +140,7 @@ class QdrantSettings(BaseModel):
 class PolicySettings(BaseModel):
     """Write/read policy: merge strategy and TTL per memory type, capacity, PII, optional LLM."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     strategies: dict[str, Literal["overwrite", "append", "summarize"]] = Field(
         default_factory=lambda: {
@@ -147,7 +151,7 @@ class PolicySettings(BaseModel):
         }
     )
     default_strategy: Literal["overwrite", "append", "summarize"] = "append"
-    ttl_days: dict[str, float] = Field(
+    ttl_days: dict[str, Annotated[float, Field(gt=0, le=MAX_TTL_DAYS)]] = Field(
         default_factory=lambda: {"task_traces": 180.0, "tool_effects": 90.0},
         description="per memory type; types not listed never expire",
     )
@@ -196,7 +200,7 @@ class PolicySettings(BaseModel):
 class AclRuleSettings(BaseModel):
     """Principals that may read / write one namespace kind: ``*``, ``owner`` or agent names."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     read: list[str] = Field(default_factory=lambda: ["*"])
     write: list[str] = Field(default_factory=lambda: ["*"])
@@ -215,7 +219,7 @@ def _default_acl_kinds() -> dict[str, AclRuleSettings]:
 class AclSettings(BaseModel):
     """Access control per namespace kind (see memory.policy.acl), enforced by MemoryManager."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = True
     kinds: dict[str, AclRuleSettings] = Field(default_factory=_default_acl_kinds)
@@ -228,7 +232,8 @@ class AclSettings(BaseModel):
 
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True
+        env_prefix="MEMORY_", env_nested_delimiter="__", extra="forbid", validate_default=True,
+        allow_inf_nan=False,
     )
 
     backend: Literal["sqlite", "qdrant"] = "sqlite"
@@ -245,7 +250,7 @@ class MemorySettings(BaseSettings):
     context_weight: float = Field(
         0.4, ge=0, le=1, description="weight of a memory's retrieval context (extra.context) in its vector"
     )
-    default_ttl_days: float | None = Field(None, gt=0)
+    default_ttl_days: float | None = Field(None, gt=0, le=MAX_TTL_DAYS)
 
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
@@ -283,13 +288,38 @@ class MemorySettings(BaseSettings):
         try:
             return cls(**overrides)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
-            )
-            raise InvalidConfig(f"invalid memory settings: {problems}") from exc
+            problems = "; ".join(_problem(e) for e in exc.errors())
+            raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
+                                "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
         except Exception as exc:  # YAML syntax errors and the like
             if isinstance(exc, InvalidConfig):
                 raise
             raise InvalidConfig(f"cannot read config file {str(path)!r}: {exc}") from exc
         finally:
             _CONFIG_FILE.reset(token)
+
+
+def _env_var(loc: tuple[int | str, ...]) -> str | None:
+    """The ``MEMORY_*`` variable that sets the field at ``loc`` (for an entry of a dict setting,
+    the dict's variable): the error then names what the user typed, not only the field path."""
+    model: Any = MemorySettings
+    parts: list[str] = []
+    for p in loc:
+        if model is None or not isinstance(p, str) or p not in model.model_fields:
+            break
+        parts.append(p)
+        ann = model.model_fields[p].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return "MEMORY_" + "__".join(parts).upper() if parts else None
+
+
+def _problem(e: Any) -> str:
+    """One validation error as ``field (MEMORY_VAR): message, got 'value'``; secrets are not echoed."""
+    loc = tuple(e["loc"])
+    where = ".".join(str(p) for p in loc) or "(root)"
+    env = _env_var(loc)
+    shown = e.get("input")
+    got = ""
+    if isinstance(shown, str | int | float | bool) and not any("key" in str(p) for p in loc):
+        got = f", got {shown!r:.60}"
+    return f"{where}{f' ({env})' if env else ''}: {e['msg']}{got}"

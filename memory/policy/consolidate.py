@@ -215,6 +215,12 @@ class Consolidator:
         now = as_now(now)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidInput(f"limit must be a positive integer (memories to examine), got {limit!r:.40}")
+        # dry_run="false" would be truthy and actor="bot" would fail deep inside with an AttributeError.
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be True or False, got {dry_run!r:.40}")
+        if actor is not None and not isinstance(actor, Actor):
+            raise InvalidInput(f"actor must be a memory.policy.manager.Actor (e.g. Actor(agent='planner')) or None, "
+                               f"got {type(actor).__name__}")
         prefix = parse_namespace(namespace_prefix) if namespace_prefix is not None else None
         report = ConsolidationReport(dry_run=dry_run)
         backend = self.mm.service.backend

@@ -103,7 +103,8 @@ def test_one_search_is_one_query(dicts: Dicts, tmp_path: Path):
     assert 0 < len(db.zh.seen) + len(db.en.seen) < 300
 
 
-@pytest.mark.parametrize("damage", ["missing", "garbage", "stale", "empty_sqlite"])
+@pytest.mark.parametrize("damage", ["missing", "garbage", "stale", "empty_sqlite", "truncated_header",
+                                    "truncated_half", "other_format"])
 def test_a_missing_stale_or_corrupt_file_is_rebuilt(damage: str, dicts: Dicts, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch):
     expected = _by_dicts(dicts)
@@ -121,6 +122,18 @@ def test_a_missing_stale_or_corrupt_file_is_rebuilt(damage: str, dicts: Dicts, t
         import sqlite3
 
         sqlite3.connect(path).execute("CREATE TABLE meta (k, v)").connection.commit()
+    elif damage in ("truncated_header", "truncated_half", "other_format"):
+        import sqlite3
+
+        cedict_db.build(path, *dicts, cedict._data_file(), cedict._CACHE_VERSION)
+        if damage.startswith("truncated"):  # a copy or a disk that stopped inside the header / half-way
+            raw = path.read_bytes()
+            path.write_bytes(raw[:1000] if damage == "truncated_header" else raw[: len(raw) // 2])
+        else:  # the right name, written by a build whose format stamp differs
+            con = sqlite3.connect(path)
+            con.execute("UPDATE meta SET v = '0' WHERE k = 'format'")
+            con.commit()
+            con.close()
     old_marshal = path.parent / "cedict-v5-3817593-1.marshal"  # the previous format's cache
     old_marshal.write_bytes(b"x")
     lex = cedict.get_lexicon()
