@@ -198,7 +198,7 @@ def test_a_pause_point_never_holds_a_write_a_barrier_or_drain_waits_for(wb: Writ
         seen: list[str] = []
         reached = threading.Event()
         with wb.foreground():  # a search runs the whole time
-            p = wb.submit(("shared_context", "u1"), lambda: _phased_write(reached, seen))
+            p = wb.submit(("shared_context", "u1"), lambda r=reached, s=seen: _phased_write(r, s))
             t0 = time.perf_counter()
             done = wb.barrier([("shared_context", "u1")]) if wait_for == "barrier" else wb.drain()
             assert [d.future.result() for d in done] == ["done"] and p in done
