@@ -26,8 +26,8 @@ returns. Consistency is kept where it matters:
   has started also steps aside: between its phases (:func:`memory.policy.pause.pause_point`:
   after embedding its text, after reading its neighbours, after priming and after judging them)
   it waits while a foreground search runs and no barrier or drain waits, within the same
-  ``FOREGROUND_MAX_WAIT`` per write. A write costs ~20-45 ms of CPU on two cores; one that had
-  just started when a pre-node began used to compete with its whole search.
+  ``FOREGROUND_MAX_WAIT`` per write. A write costs ~20-25 ms of CPU (100k-memory handoff bench);
+  one that had just started when a pre-node began used to compete with its whole search.
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
