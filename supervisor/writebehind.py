@@ -22,7 +22,12 @@ returns. Consistency is kept where it matters:
   starts no new write (one already running finishes): on two cores a queued write competing with
   the search was what made the pre-node's p95 three times its median. The pause never blocks what
   someone waits for — a barrier's or a drain's writes still run — and lasts at most
-  ``FOREGROUND_MAX_WAIT`` per write, so concurrent graphs cannot starve the worker.
+  ``FOREGROUND_MAX_WAIT`` per write, so concurrent graphs cannot starve the worker. A write that
+  has started also steps aside: between its phases (:func:`memory.policy.pause.pause_point`:
+  after embedding its text, after reading its neighbours, after priming and after judging them)
+  it waits while a foreground search runs and no barrier or drain waits, within the same
+  ``FOREGROUND_MAX_WAIT`` per write. A write costs ~20-25 ms of CPU (100k-memory handoff bench);
+  one that had just started when a pre-node began used to compete with its whole search.
 * **End of turn.** When the Supervisor answers, every pending write of the run is awaited
   (:meth:`WriteBehind.drain`), so after ``graph.invoke`` returns, the store holds everything.
   Interpreter exit also waits for the worker (``concurrent.futures`` joins it).
@@ -53,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory.namespace import Namespace
+from memory.policy.pause import pausing
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +130,25 @@ class WriteBehind:
         return next((i for i, (p, _) in enumerate(self._queue)
                      if any(_under(p.namespace, q) for qs in self._wanted for q in qs)), None)
 
+    def _may_continue(self) -> bool:
+        """May a running write go on past a pause point? (lock held) Yes unless a foreground search
+        runs with no drain and no barrier waiting: a waiting barrier needs the worker (its own writes
+        may be queued behind this one), so the running write never pauses then."""
+        return not self._foreground or self._draining > 0 or bool(self._wanted)
+
+    def _pause_hook(self) -> Callable[[], None]:
+        """The pause points of one write: together they wait at most ``FOREGROUND_MAX_WAIT``."""
+        left = [self.FOREGROUND_MAX_WAIT]
+
+        def pause() -> None:
+            with self._lock:
+                if left[0] <= 0 or self._may_continue():
+                    return
+                t = time.monotonic()
+                self._wake.wait_for(self._may_continue, timeout=left[0])
+                left[0] -= time.monotonic() - t
+        return pause
+
     def _may_start(self) -> bool:
         """No foreground search runs, or a drain waits, or a barrier waits for a queued write
         (lock held). A barrier whose writes have all started lets no other write pass: the
@@ -163,7 +188,9 @@ class WriteBehind:
         if not p.future.set_running_or_notify_cancel():
             return
         try:
-            p.future.set_result(fn())
+            with pausing(self._pause_hook()):
+                result = fn()
+            p.future.set_result(result)
         except BaseException as exc:  # noqa: BLE001 - kept for the node that collects it
             p.future.set_exception(exc)
         if self._idle is not None:

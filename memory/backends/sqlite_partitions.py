@@ -80,11 +80,18 @@ def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
 
 def fts_df(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
     """Rows whose ``terms`` column contains each term (terms with none are left out)."""
+    # One statement for all the terms (SQLite runs the IN list as one term lookup each): a write's
+    # neighbour query and the next search after it re-read ~30 terms (the cache is dropped on every
+    # change), one statement each: 0.8 vs 0.5 ms idle, and each statement is a GIL hand-over
+    # while a background write and a foreground search run together.
     out: dict[str, int] = {}
-    for t in terms:
-        row = conn.execute("SELECT doc FROM memories_vocab WHERE term = ? AND col = 'terms'", (t,)).fetchone()
-        if row is not None and row[0]:
-            out[t] = int(row[0])
+    todo = list(dict.fromkeys(terms))
+    for i in range(0, len(todo), 500):
+        chunk = todo[i: i + 500]
+        for t, doc in conn.execute(f"SELECT term, doc FROM memories_vocab WHERE col = 'terms' AND term IN "
+                                   f"({','.join('?' * len(chunk))})", chunk):
+            if doc:
+                out[t] = int(doc)
     return out
 
 

@@ -244,8 +244,12 @@ class SqliteFileMixin:
         return self._upsert(records, vectors, (namespace, since))  # type: ignore[attr-defined,no-any-return]
 
     def _changed_since(self, conn: sqlite3.Connection, ns: Namespace, since: int) -> list[MemoryRecord]:
+        # `+ns` keeps SQLite off the namespace index: it chose memories_ns (equality beats a range
+        # without statistics), read every row of the namespace and sorted them, ~3.7 ms a write at
+        # 10k memories a namespace. `since` is the marker this write read moments ago, so the seq
+        # index finds only the few rows written since (usually none). Same rows, same order.
         rows = conn.execute(
-            f"SELECT {COLS} FROM memories WHERE ns = ? AND seq > ? AND (expires_at IS NULL OR expires_at > ?)"
+            f"SELECT {COLS} FROM memories WHERE +ns = ? AND seq > ? AND (expires_at IS NULL OR expires_at > ?)"
             " ORDER BY seq DESC LIMIT ?", (ns_key(ns), since, time.time(), self.CHANGED_MAX)).fetchall()
         return [row_to_record(r) for r in rows]
 

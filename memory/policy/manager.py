@@ -22,6 +22,7 @@ from memory.policy.judge import JUDGE_EMBEDDING_MODEL, PairJudge, Verdict, defau
 from memory.policy.llm_judge import LLMJudge
 from memory.policy.merging import Actor, MergeOps, WriteResult, _may_merge, _same_result, _touch_meta
 from memory.policy.paraphrase import get_paraphrase_scorer
+from memory.policy.pause import pause_point
 from memory.policy.pii import redact
 from memory.policy.routing import LLMRouter, RouteContext, RouteDecision, route
 from memory.policy.summarize import summarize, summarize_with_model
@@ -186,6 +187,9 @@ class MemoryManager(MergeOps):
             vec = np.asarray([self.pair_judge.vector(record.content)], dtype=np.float32)
         else:
             vec = self.service.embed_records([record])
+        # Between phases a background runner may hold the write while a foreground search runs
+        # (memory.policy.pause; a no-op inline): the phases are ms of CPU each.
+        pause_point()
         # Dedupe holds across processes: where the backend supports it, the insert below only
         # happens if no memory of this namespace was written since this read (checked inside
         # its write transaction); rows written meanwhile are judged like the neighbours.
@@ -197,10 +201,14 @@ class MemoryManager(MergeOps):
         neighbours.sort(key=lambda n: -(n.vector_score or 0.0))
         neighbours = neighbours[: self.policy.neighbours]
         if neighbours:  # one embedding batch for every text the judge reads (cached ones are skipped)
+            pause_point()
             self.views.prime(ns, [record.content] + [n.record.content for n in neighbours])
+            pause_point()
         task = record.metadata.extra.get("task")
         task_s = task if isinstance(task, str) else None
         judged = [(n.record, self._judge(n.record, record.content, task_s)) for n in neighbours]
+        if judged:
+            pause_point()
         ev = {"actor": actor.agent, "thread_id": actor.thread_id, "run_id": actor.run_id}
         for _attempt in range(self.GUARD_ATTEMPTS):
             merges = [(r, v) for r, v in judged if v.merge and _may_merge(r, record, v, self._strategy(meta.type))]

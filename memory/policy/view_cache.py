@@ -128,11 +128,14 @@ class JudgeViews:
     def prime(self, namespace: Namespace, texts: Sequence[str]) -> None:
         texts = list(dict.fromkeys(texts))
         enc, para = self._tags()
+        plan = self._plan(texts, enc, para)
         if self.store is None or not self.persist or (enc is None and para is None):
-            self.judge.prime(texts)
+            if self._all_cached(plan, enc, para):
+                self._touch(texts)
+            else:
+                self.judge.prime(texts)
             return
         nsk = ns_key(namespace)
-        plan = self._plan(texts, enc, para)
         with self._lock:
             ask = [p for p in plan if (nsk, p.owner, p.key) not in self._known]
         found: dict[tuple[bytes, bytes], np.ndarray] = {}
@@ -146,7 +149,10 @@ class JudgeViews:
                 v = found.get((p.owner, p.key))
                 if v is not None:
                     self._seed(p, v)
-        self.judge.prime(texts)
+        if self._all_cached(plan, enc, para):
+            self._touch(texts)
+        else:
+            self.judge.prime(texts)
         # Vectors computed here are stored (once per key in the namespace); a view whose vector was
         # already stored, for another memory sharing the word or value, is only listed as this
         # text's too, so the vector stays while any memory using it lives.
@@ -166,6 +172,40 @@ class JudgeViews:
                 self._known[(nsk, p.owner, p.key)] = None
             while len(self._known) > self._known_size:
                 self._known.popitem(last=False)
+
+    def _all_cached(self, plan: Sequence[_View], enc: tuple[str, int] | None,
+                    para: tuple[str, int] | None) -> bool:
+        """Does this process already hold every vector ``judge.prime`` would compute for the plan's
+        texts? Only decidable when the plan lists them all: the encoder's views (``enc``) and, when
+        the judge primes a paraphrase model, the paraphrase vectors (``para``)."""
+        if enc is None or (para is None and getattr(self.judge.paraphrase, "embed", None) is not None):
+            return False
+        return all(self._cached(p) is not None for p in plan)
+
+    def _touch(self, texts: Sequence[str]) -> None:
+        """What ``judge.prime`` does when nothing is missing, without its paraphrase round trip.
+
+        The neighbours' views were read from the store (or met before) and the incoming text was
+        primed at the start of the write, so the second prime of a write usually computes nothing;
+        ``judge.prime`` still handed the Latin texts to the paraphrase thread and waited for it
+        (a thread switch each way, several ms when the foreground holds the GIL). Each vector is
+        still looked up in the same order, so the caches' recency (what they evict first) is what
+        ``judge.prime`` would have left (a vector evicted between the check and here is computed
+        on its own, as ``judge.prime`` does for one evicted between its two locks).
+        """
+        from memory.policy.dedupe import _CJK
+
+        for t in texts:
+            for v in self.judge.view_texts(t):
+                self.judge.vector(v)
+        embed = getattr(self.judge.paraphrase, "embed", None)
+        if embed is not None:
+            for t in texts:
+                if not _CJK.search(t):
+                    try:
+                        embed(t)
+                    except Exception:  # noqa: BLE001 - as judge.prime: pair_view falls back (and warns)
+                        return
 
     def _seed(self, p: _View, v: np.ndarray) -> None:
         if p.model == "encoder":

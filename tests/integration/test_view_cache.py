@@ -288,3 +288,47 @@ def test_the_first_layout_is_migrated_and_its_vectors_are_read(path: Path) -> No
         _check_same_verdicts(mm)
     finally:
         mm.close()
+
+
+def test_a_write_whose_texts_are_all_primed_sends_nothing_more_to_the_paraphrase_thread(
+        path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second prime of a write (its text + neighbours whose views came from the store) has
+    nothing to compute: it must not hand the Latin texts to the paraphrase thread and wait for it
+    again. Only the incoming text's own prime runs the paraphrase model; the verdicts are unchanged."""
+    from memory.policy import judge as judge_mod
+
+    pool = judge_mod._paraphrase_pool()
+    jobs: list[list[str]] = []
+
+    class Counting:
+        def submit(self, fn, texts):  # type: ignore[no-untyped-def]
+            jobs.append(list(texts))
+            return pool.submit(fn, texts)
+
+    monkeypatch.setattr(judge_mod, "_paraphrase_pool", lambda: Counting())
+    mm, _encoded, paraphrased = _fresh(path)
+    try:
+        assert mm.remember(INCOMING, NS, now=NOW).status in ("merged", "updated")
+        assert jobs == [[INCOMING]]
+        assert paraphrased == [INCOMING]
+        _check_same_verdicts(mm)
+    finally:
+        mm.close()
+
+
+def test_a_write_offers_pause_points_between_its_phases(path: Path) -> None:
+    """remember() calls memory.policy.pause.pause_point between its phases (what lets the
+    write-behind worker step aside for a foreground search, supervisor.writebehind)."""
+    from memory.policy.pause import pausing
+
+    calls: list[int] = []
+    mm = MemoryManager.from_settings(MemorySettings(path=str(path)))
+    try:
+        with pausing(lambda: calls.append(1)):
+            assert mm.remember(INCOMING, NS, now=NOW).status in ("merged", "updated")
+        assert len(calls) >= 3  # after embedding, around priming the neighbours, after judging
+        calls.clear()
+        mm.remember("Another note entirely", "user_profile/u2", now=NOW)  # no neighbour: one point
+        assert len(calls) == 0  # the hook was uninstalled with the block
+    finally:
+        mm.close()

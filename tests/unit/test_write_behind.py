@@ -150,3 +150,90 @@ def test_a_barrier_whose_writes_have_run_lets_no_other_write_start_during_the_se
         assert not other.wait(0.3)  # the search still runs
     assert other.wait(2.0)  # and starts as soon as it is over
     wb.drain()
+
+
+def _phased_write(reached: threading.Event, seen: list[str]) -> str:
+    """A write in two phases with a pause point between them, as MemoryManager.remember has."""
+    from memory.policy.pause import pause_point
+
+    seen.append("phase 1")
+    reached.set()
+    pause_point()
+    seen.append("phase 2")
+    return "done"
+
+
+def test_a_running_write_steps_aside_at_its_pause_points_while_a_search_runs(wb: WriteBehind) -> None:
+    wb.FOREGROUND_MAX_WAIT = 30.0  # only the end of the search may let it go on
+    seen: list[str] = []
+    reached, go = threading.Event(), threading.Event()
+    fg_entered = threading.Event()
+
+    def search() -> None:
+        with wb.foreground():
+            fg_entered.set()
+            go.wait(5.0)
+
+    searcher = threading.Thread(target=search)
+    # The write is already running when the search starts: it enters the foreground between
+    # phase 1 and the pause point.
+    def write() -> str:
+        searcher.start()
+        assert fg_entered.wait(2.0)
+        return _phased_write(reached, seen)
+
+    p = wb.submit(("text2sql_memories", "u1"), write)
+    assert reached.wait(2.0)
+    time.sleep(0.2)
+    assert seen == ["phase 1"]  # held at the pause point while the search runs
+    go.set()
+    searcher.join(5.0)
+    assert p.future.result(2.0) == "done" and seen == ["phase 1", "phase 2"]
+    wb.drain()
+
+
+def test_a_pause_point_never_holds_a_write_a_barrier_or_drain_waits_for(wb: WriteBehind) -> None:
+    wb.FOREGROUND_MAX_WAIT = 30.0
+    for wait_for in ("barrier", "drain"):
+        seen: list[str] = []
+        reached = threading.Event()
+        with wb.foreground():  # a search runs the whole time
+            p = wb.submit(("shared_context", "u1"), lambda r=reached, s=seen: _phased_write(r, s))
+            t0 = time.perf_counter()
+            done = wb.barrier([("shared_context", "u1")]) if wait_for == "barrier" else wb.drain()
+            assert [d.future.result() for d in done] == ["done"] and p in done
+            assert time.perf_counter() - t0 < 5.0, wait_for
+
+
+def test_pause_points_wait_at_most_the_foreground_budget_per_write(wb: WriteBehind) -> None:
+    from memory.policy.pause import pause_point
+
+    wb.FOREGROUND_MAX_WAIT = 0.1
+    started, searching, done = threading.Event(), threading.Event(), threading.Event()
+    took: list[float] = []
+
+    def write() -> None:
+        started.set()
+        searching.wait(2.0)
+        t0 = time.perf_counter()
+        for _ in range(10):  # ten pause points share one budget: ~0.1 s in all, not 1 s
+            pause_point()
+        took.append(time.perf_counter() - t0)
+        done.set()
+
+    wb.submit(("analysis_memories", "u1"), write)  # starts at once: no search yet
+    assert started.wait(2.0)
+    with wb.foreground():  # a search that outlasts the write
+        searching.set()
+        assert done.wait(2.0)
+    assert 0.08 <= took[0] < 0.6
+    wb.drain()
+
+
+def test_a_pause_point_outside_a_background_write_does_nothing() -> None:
+    from memory.policy.pause import pause_point
+
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        pause_point()
+    assert time.perf_counter() - t0 < 0.5
