@@ -297,15 +297,15 @@ def test_a_write_whose_texts_are_all_primed_sends_nothing_more_to_the_paraphrase
     again. Only the incoming text's own prime runs the paraphrase model; the verdicts are unchanged."""
     from memory.policy import judge as judge_mod
 
-    pool = judge_mod._paraphrase_pool()
+    worker = judge_mod.PARAPHRASE_WORKER
     jobs: list[list[str]] = []
 
     class Counting:
         def submit(self, fn, texts):  # type: ignore[no-untyped-def]
             jobs.append(list(texts))
-            return pool.submit(fn, texts)
+            return worker.executor().submit(fn, texts)
 
-    monkeypatch.setattr(judge_mod, "_paraphrase_pool", lambda: Counting())
+    monkeypatch.setattr(judge_mod, "PARAPHRASE_WORKER", Counting())
     mm, _encoded, paraphrased = _fresh(path)
     try:
         assert mm.remember(INCOMING, NS, now=NOW).status in ("merged", "updated")
