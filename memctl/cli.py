@@ -14,11 +14,17 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-from rich.table import Table
+from memctl import cli_gc
 
-from memctl import cli_docs, cli_mcp, cli_tools
-from memctl.cli_common import (
+# Importing the CLI is most of the start of every memctl process: no young collections during it
+# (memctl.cli_gc); the process's own thresholds are back at the end of this module.
+_gc_thresholds = cli_gc.relax()
+
+import typer  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from memctl import cli_docs, cli_mcp, cli_tools  # noqa: E402
+from memctl.cli_common import (  # noqa: E402
     MemoryType,
     _audited_service,
     _errors,
@@ -29,7 +35,7 @@ from memctl.cli_common import (
     app,
     out,
 )
-from memory.errors import InvalidInput, NotFound
+from memory.errors import InvalidInput, NotFound  # noqa: E402
 
 if TYPE_CHECKING:
     from memory.records import SearchHit
@@ -360,6 +366,7 @@ def _register_tools() -> None:
 
 
 _register_tools()
+cli_gc.restore(_gc_thresholds)
 
 
 if __name__ == "__main__":  # pragma: no cover
