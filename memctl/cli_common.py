@@ -69,6 +69,35 @@ def _command_name(argv: list[str]) -> str | None:
     return None
 
 
+def _callbacks(t: typer.Typer) -> Iterator[Callable[..., Any]]:
+    if t.registered_callback is not None and t.registered_callback.callback is not None:
+        yield t.registered_callback.callback
+    for cmd in t.registered_commands:
+        if cmd.callback is not None:
+            yield cmd.callback
+    for grp in t.registered_groups:
+        if grp.typer_instance is not None:
+            yield from _callbacks(grp.typer_instance)
+
+
+def _resolve_annotations(t: typer.Typer) -> None:
+    """Evaluate the commands' annotations once, before Typer reads them.
+
+    The CLI modules use ``from __future__ import annotations``, so every annotation is a string,
+    and Typer evaluates each command's strings several times over (``get_type_hints`` and
+    ``inspect.signature``) while it builds the command: 45-60 ms for the whole app at load ~5,
+    15-35 ms after one evaluation here. Typer then sees exactly the objects it would have made.
+    """
+    import typing
+
+    for fn in _callbacks(t):
+        if any(isinstance(a, str) for a in fn.__annotations__.values()):
+            try:
+                fn.__annotations__.update(typing.get_type_hints(fn, include_extras=True))
+            except Exception:  # noqa: S110 - a name only type checkers see: Typer reports it as before
+                pass
+
+
 class MemctlTyper(typer.Typer):
     """The ``memctl`` app. Run as a program (``app()``: the console script, ``python -m
     memctl.cli``) it builds only the command it runs, and keeps the collector out of the run and
@@ -79,6 +108,7 @@ class MemctlTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         argv = kwargs.get("args", args[0] if args else None)
         target = self._only(sys.argv[1:] if argv is None else list(argv))
+        _resolve_annotations(target)
         old = cli_gc.relax()
         cli_gc.freeze_at_exit()
         try:
