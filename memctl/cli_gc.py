@@ -3,9 +3,11 @@
 A fresh ``memctl`` allocates ~50,000 long-lived objects (modules, classes, pydantic and Typer
 schemas) and almost no garbage before its first result. With the default threshold (a young
 collection every 700 new objects) the collector traversed them ~125 times on the way, and the
-interpreter's shutdown collections walked and tore down the whole heap once more: together ~25%
-of the CPU of a fresh ``memctl search`` (0.53 -> 0.39 s CPU at load ~5) and ~20% of
-``memctl --help``. So, only in a ``memctl`` process:
+interpreter's shutdown collections walked and tore down the whole heap once more (~200 ms of
+wall at load ~6 between the last exit handler and the process's end; ~30 ms frozen): together
+~25% of the CPU of a fresh ``memctl search`` (0.53 -> 0.39 s CPU, 7 runs at load ~5, collector
+off during the run and frozen at exit) and ~20% of ``memctl --help``. So, only in a ``memctl``
+process:
 
 - while :mod:`memctl.cli` is imported and while the app runs, a young collection waits for
   :data:`STARTUP_GC_THRESHOLD` new objects. A store command never reaches it (a fresh search
