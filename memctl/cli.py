@@ -14,11 +14,17 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-from rich.table import Table
+from memctl import cli_gc
 
-from memctl import cli_docs, cli_mcp, cli_tools
-from memctl.cli_common import (
+# Importing the CLI is most of the start of every memctl process: no young collections during it
+# (memctl.cli_gc); the process's own thresholds are back at the end of this module.
+_gc_thresholds = cli_gc.relax()
+
+import typer  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from memctl import cli_docs, cli_mcp, cli_tools  # noqa: E402
+from memctl.cli_common import (  # noqa: E402
     MemoryType,
     _audited_service,
     _errors,
@@ -29,7 +35,7 @@ from memctl.cli_common import (
     app,
     out,
 )
-from memory.errors import InvalidInput, NotFound
+from memory.errors import InvalidInput, NotFound  # noqa: E402
 
 if TYPE_CHECKING:
     from memory.records import SearchHit
@@ -37,9 +43,17 @@ if TYPE_CHECKING:
 __all__ = ["app"]
 
 
-def _hits_table(hits: list[SearchHit]) -> Table:
+def _citation(h: SearchHit) -> str | None:
+    # Only chunks of Markdown collections have one: other hits skip importing the collections
+    # module (its chunker and registry, ~4 ms of a fresh search).
+    if h.record.metadata.source != "markdown":
+        return None
     from memory.collections import citation
 
+    return citation(h.record)
+
+
+def _hits_table(hits: list[SearchHit]) -> Table:
     t = Table(show_lines=False)
     for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content"):
         t.add_column(col, overflow="fold")
@@ -48,7 +62,7 @@ def _hits_table(hits: list[SearchHit]) -> Table:
         b = h.breakdown
         t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
                   f"{b.decay:.3f}", f"{b.boost:.2f}", "/".join(h.record.namespace),
-                  " ".join(filter(None, (citation(h.record), h.record.content[:120]))), h.record.id[:12])
+                  " ".join(filter(None, (_citation(h), h.record.content[:120]))), h.record.id[:12])
     return t
 
 
@@ -360,6 +374,7 @@ def _register_tools() -> None:
 
 
 _register_tools()
+cli_gc.restore(_gc_thresholds)
 
 
 if __name__ == "__main__":  # pragma: no cover

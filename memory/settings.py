@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -35,6 +34,8 @@ _CONFIG_FILE: contextvars.ContextVar[Path | None] = contextvars.ContextVar("conf
 
 def default_path() -> str:
     """The embedded store's file under the user's data directory."""
+    import platformdirs  # imported here: only a store without a path (MEMORY_PATH, --path) needs it
+
     return str(Path(platformdirs.user_data_dir("langgraph-memory")) / "memory.sqlite")
 
 
