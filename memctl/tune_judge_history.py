@@ -100,4 +100,25 @@ incoming texts: 20 tokens median, 31 at p95; scripts/e5_cost.py), and encoding t
 thread beside the write (its ctypes call releases the GIL; scripts/e5_write_latency.py) finds no free
 core: memctl eval dedupe on author_h, alternating 3x with main's code, write p95 93-112 ms vs main's
 23-39 ms at load 3.4-4.8 (155-209 vs 60-79 ms at load 10-11). About 4x the 25 ms budget: not kept.
+
+Judge14 (2026-11-27, the shipped model; load 3-9 on 2 shared cores): chosen depth 3, 300 trees,
+unrelated weight .1, **one threshold .983128** (q = 3.75%). Dup / updates / false merges:
+
+* fit + choose out of author (3,851): .506/.415/.034 (en .543/.439/.036, zh .434/.390/.033, mixed
+  .556/.431/.033), unrelated .0001, unsure (LLM) share .182; nested (thresholds chosen without the
+  scored author): .507/.415/.036 (en .546/.439/.038, zh .434/.390/.034, mixed .559/.431/.037); per
+  author 0-.100 (median .036; 9 of 27 authors above .05);
+* per-language thresholds, same protocol: best nested .516/.416/.037 (3/300/.1, q 3.5%; en .9839,
+  zh .9819, mixed .9828): +.01 over one threshold, under the .02 bar (PER_LANG_MIN_GAIN), not kept;
+* leave-one-author-out (4,455, all kinds): .521/.430/.036 (en .543/.454/.045, zh .458/.402/.029, mixed
+  .576/.451/.038), share .190; leave-one-kind-out: .513/.420/.036 (en .532/.449/.043, zh .449/.392/.031,
+  mixed .572/.433/.035), share .187;
+* test kinds (604, once): .478/.396/.014 (round-5 model: .502/.396/.029); blind (180): .700/.460/.033
+  (round 5: .700/.520/.033).
+
+Learning curve (``scripts/judge14_lab.py curve``; each author's fit + choose pairs scored by a model
+fitted on N other authors, older sets left out; at the threshold merging 4% of those distinct pairs;
+AUC): N=5 .461/.364, .492/.350 (AUC .858, .863); N=10 .473/.345, .461/.354 (.875, .878); N=19
+.526/.414, .527/.403 (.886, .888); N=26 (leave-one-author-out) .525/.408 (.889). Gains from 10 to 19
+authors (+.05 duplicates, +.05 updates), none from 19 to 26.
 """
