@@ -416,7 +416,7 @@ def run(write: bool = True, dev_only: bool = False) -> dict[str, Any]:
     elif not dev_only and MODEL_FILE.exists():
         report["reproduces_shipped_model"] = MODEL_FILE.read_text(encoding="utf-8") == text
         _progress(f"reproduces the shipped judge model: {report['reproduces_shipped_model']}")
-    report["fit_choose_oof_by_author"] = {**_slice(ev_pairs, s_cv[ev], t),
+    report["fit_choose_cv"] = {"folds": "by author", **_slice(ev_pairs, s_cv[ev], t),
                                           "unrelated_merged": _unrelated_merged(
                                               [p for p, k in zip(unrelated, ev_u, strict=True) if k], su_cv[ev_u], t)}
     report["threshold_nested_by_author"] = nested_by_author(ev_pairs, s_cv[ev], su_cv[ev_u], author_u[ev_u], rule,
@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return 0
-    for name in ("fit_choose_oof_by_author", "threshold_nested_by_author", "test", "leave_one_kind_out",
+    for name in ("fit_choose_cv", "threshold_nested_by_author", "test", "leave_one_kind_out",
                  "leave_one_author_out", "blind"):
         if name not in report:
             continue
