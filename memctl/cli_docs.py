@@ -190,7 +190,8 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
     """Bulk import of a JSON Lines file (memory.bulk): validate every line, then write in batches."""
     import time
 
-    from memory.bulk import ImportReport, count_lines, drop_duplicates, start_workers, validate_jsonl, write_batches
+    from memory.bulk import (ImportReport, count_lines, drop_duplicates, paused_gc, start_workers, validate_jsonl,
+                             write_batches)
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
 
@@ -199,7 +200,7 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
     if workers is not None and workers < 1:
         raise InvalidInput(f"--workers must be >= 1, got {workers}")
     t0 = time.perf_counter()
-    with _manager() as mm:
+    with _manager() as mm, paused_gc():  # this process ends after the import: no collector passes
         # Embedding workers start (and load the model) while this process validates the file.
         pool = None if dry_run else start_workers(mm.service, workers, -(-count_lines(file) // batch_size))
         try:

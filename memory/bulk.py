@@ -32,10 +32,12 @@ file.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -281,6 +283,24 @@ def start_workers(svc: MemoryService, workers: int | None, batches: int) -> Embe
     return EmbedWorkers(pool, n)
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the body (for a process doing one bulk import).
+
+    Building 20k validated records set off full collections that walked every object of the
+    process, the records included (~0.3-0.6 s of the parent's ~4 s CPU in a 20k-line import);
+    an import makes no reference cycles worth collecting on the way. Restored on exit (left off
+    if it was off).
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def count_lines(path: str | Path) -> int:
     """Lines in a file (an upper bound on its memories), counted without parsing them."""
     try:
@@ -309,6 +329,7 @@ def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_
     if own:
         pool = start_workers(svc, workers, len(batches))
     done = 0
+    flush = getattr(svc.backend, "flush_vectors", None)
     try:
         pending: list[Future[np.ndarray]] = []
         ahead = pool.n + 1 if pool is not None else 0
@@ -328,6 +349,11 @@ def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_
             done += len(batch)
             if progress:
                 progress(done, len(records))
+            if flush is not None and pool is not None and i + 1 < len(batches):
+                # The vector file takes this batch's rows now, while the workers embed the
+                # next ones, instead of all of them at the end (0.3-0.4 s of a 20k import in
+                # which one core was idle).
+                flush(basis=False)
     except MemoryLayerError:
         raise
     except Exception as exc:  # a worker died (out of memory, killed): say what was written
@@ -336,11 +362,10 @@ def write_batches(svc: MemoryService, records: Sequence[MemoryRecord], *, batch_
     finally:
         if own and pool is not None:
             pool.close()
-    flush = getattr(svc.backend, "flush_vectors", None)
-    if callable(flush):
+    if flush is not None:
         flush()  # so the next process to open the store does not copy the new rows itself
     return len(batches)
 
 
-__all__ = ["EmbedWorkers", "ImportReport", "bulk_embedder", "count_lines", "drop_duplicates", "read_jsonl",
+__all__ = ["EmbedWorkers", "ImportReport", "bulk_embedder", "count_lines", "drop_duplicates", "paused_gc", "read_jsonl",
            "start_workers", "validate_jsonl", "write_batches"]

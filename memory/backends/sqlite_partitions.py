@@ -339,16 +339,21 @@ class PartitionMixin:
         read from it, and the next large load writes a new one."""
         shared_base.remove(partitions_path(self.path))
 
-    def flush_vectors(self) -> None:
-        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
+    def flush_vectors(self, *, basis: bool = True) -> None:
+        """Bring the memory-mapped vector file (and, with ``basis``, the saved projection basis)
+        up to date.
 
         Call after a bulk load: otherwise the next process to search copies the new rows from
-        SQLite itself (every process shares the result, but one of them pays for it).
+        SQLite itself (every process shares the result, but one of them pays for it). A bulk
+        load also calls it with ``basis=False`` after each batch but the last, while its
+        embedding workers are busy, so the copy is not all left for the end.
         """
         with self._lock, self._translate():
             self._check_open()
             self._sync()
             self._vector_file().catch_up(self._conn)
+            if not basis:
+                return
             rows = self._row_count()
             if rows >= vector_index.TWO_STAGE_MIN_ROWS:
                 self._basis_now(rows)
