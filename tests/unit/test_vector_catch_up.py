@@ -33,8 +33,9 @@ def _file_matches_sqlite(b: SqliteBackend) -> None:
     raw = Path(sidecar_path(b.path)).read_bytes()  # type: ignore[arg-type]
     rows = b._conn.execute("SELECT rid, vector FROM memories").fetchall()
     assert rows
+    row = b.dim * 4
     for rid, blob in rows:
-        assert raw[HEADER + rid * DIM * 4 : HEADER + (rid + 1) * DIM * 4] == blob, rid
+        assert raw[HEADER + rid * row : HEADER + (rid + 1) * row] == blob, rid
 
 
 def _vm_steps(b: SqliteBackend) -> int:
@@ -93,3 +94,39 @@ def test_a_rebuild_still_copies_every_row(tmp_path: Path) -> None:
         b.flush_vectors()
         assert b._vector_file().rows_copied == 299
         _file_matches_sqlite(b)
+
+
+def test_a_bulk_import_fills_the_vector_file_batch_by_batch(tmp_path: Path, monkeypatch) -> None:
+    """write_batches catches the vector file up after each batch but the last while workers embed
+    (the end of the import then copies one batch), and the file equals SQLite afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memory import bulk
+    from memory.embeddings import USE_DIM, USE_MODEL, get_embedder
+    from memory.records import utcnow
+    from memory.service import MemoryService, NewMemory
+    from memory.settings import EmbeddingSettings, MemorySettings
+
+    calls: list[tuple[bool, int]] = []
+    real = SqliteBackend.flush_vectors
+
+    def spy(self: SqliteBackend, *, basis: bool = True) -> None:
+        before = self._vector_file().rows_copied
+        real(self, basis=basis)
+        calls.append((basis, self._vector_file().rows_copied - before))
+
+    monkeypatch.setattr(SqliteBackend, "flush_vectors", spy)
+    settings = MemorySettings(path=str(tmp_path / "s.sqlite"), embedding=EmbeddingSettings(model=USE_MODEL))
+    backend = SqliteBackend(settings.path, embedding_model=USE_MODEL, dim=USE_DIM)
+    svc = MemoryService(backend, get_embedder(USE_MODEL), settings)
+    monkeypatch.setattr(bulk, "_worker_svc", None)  # restored after the test
+    bulk._worker_init(USE_MODEL, settings.context_weight)  # a worker's state, here for a thread
+    now = utcnow()
+    records = [svc.build_record(NewMemory(f"note {i} about tea", f"facts/u{i % 3}"), now) for i in range(120)]
+    try:
+        with bulk.EmbedWorkers(ThreadPoolExecutor(max_workers=1), 1) as pool:
+            assert bulk.write_batches(svc, records, batch_size=40, pool=pool) == 3
+        assert calls == [(False, 40), (False, 40), (True, 40)]
+        _file_matches_sqlite(backend)
+    finally:
+        backend.close()
