@@ -106,9 +106,7 @@ class BulkUSE:
         try:
             normalize, viterbi = sp._normalizer.normalize, sp._viterbi
             unk, bos, eos = sp._unk_id, sp._bos_id, sp._eos_id
-            # One slice of the whole list: item by item, the mapped vocabulary's lazy list
-            # (memory.use_vocab.LazyPieces) cost ~0.3 s of each worker's start.
-            splittable = not any(_WB in piece[1:] for piece in sp._pieces[:])
+            splittable = not any(_WB in piece[1:] for piece in sp._pieces)
         except AttributeError:  # another tokenizer implementation: nothing to rely on
             splittable = False
         if not splittable:
