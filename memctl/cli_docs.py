@@ -191,7 +191,8 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
     """Bulk import of a JSON Lines file (memory.bulk): validate every line, then write in batches."""
     import time
 
-    from memory.bulk import ImportReport, count_lines, drop_duplicates, start_workers, validate_jsonl, write_batches
+    from memory.bulk import (ImportReport, count_lines, drop_duplicates, paused_gc, start_workers, validate_jsonl,
+                             write_batches)
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
 
@@ -204,7 +205,7 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
         raise InvalidInput(f"--workers must be between 1 and {most} (4 per core), got {workers}; "
                            "omit it for one per core")
     t0 = time.perf_counter()
-    with _manager() as mm:
+    with _manager() as mm, paused_gc():  # this process ends after the import: no collector passes
         # Embedding workers start (and load the model) while this process validates the file.
         pool = None if dry_run else start_workers(mm.service, workers, -(-count_lines(file) // batch_size))
         try:

@@ -61,6 +61,7 @@ def run_import(tree: Path, file: Path, store_dir: Path, base: Path | None, dedup
         for f in base.iterdir():
             if f.name.startswith("memory.sqlite") and not f.name.endswith(("-wal", "-shm")):
                 shutil.copy(f, store_dir / f.name)
+        os.sync()  # the copy's dirty pages would otherwise be written back during the import
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MEMORY_PATH": str(store_dir / "memory.sqlite")}
     # -S: no .pth files, so an editable install's import hook cannot pull in another tree's
     # `memory` (spawned embedding workers inherit -S and this sys.path).

@@ -346,18 +346,36 @@ class PartitionMixin:
         read from it, and the next large load writes a new one."""
         shared_base.remove(partitions_path(self.path))
 
-    def flush_vectors(self) -> None:
-        """Bring the memory-mapped vector file (and the saved projection basis) up to date.
+    def flush_vectors(self, *, basis: bool = True) -> None:
+        """Bring the memory-mapped vector file (and, with ``basis``, the saved projection basis)
+        up to date.
 
         Call after a bulk load: otherwise the next process to search copies the new rows from
-        SQLite itself (every process shares the result, but one of them pays for it).
+        SQLite itself (every process shares the result, but one of them pays for it). A bulk
+        load also calls it with ``basis=False`` after each batch but the last, while its
+        embedding workers are busy, so the copy is not all left for the end.
         """
         with self._lock, self._translate():
             self._check_open()
             self._sync()
             self._vector_file().catch_up(self._conn)
-            if len(self._catalogue()) >= vector_index.TWO_STAGE_MIN_ROWS:
-                self._basis_now()
+            if not basis:
+                return
+            rows = self._row_count()
+            if rows >= vector_index.TWO_STAGE_MIN_ROWS:
+                self._basis_now(rows)
+
+    def _row_count(self) -> int:
+        """Rows in the store: the catalogue's count when it covers every row, else SQLite's.
+
+        A bulk import ends with :meth:`flush_vectors` and had built the whole catalogue only to
+        count it (GROUP BY ns over every row: 2.6 s at 1M rows); ``COUNT(*)`` walks the smallest
+        index (0.01-0.1 s). Both count every row, expired or not.
+        """
+        cat = self._parts.catalogue
+        if cat is not None and cat.covered is None:
+            return len(cat)
+        return int(self._conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0])
 
     # A search over namespaces not loaded yet is served from the vector file and FTS5
     # (StreamIndex) instead of loading them, until the same selection has been searched enough
@@ -412,10 +430,12 @@ class PartitionMixin:
         self._parts.totals = None
         self._parts.df_cache.clear()
 
-    def _basis_now(self) -> np.ndarray | None:
-        """The two-stage scan's basis: kept, else the saved one, else fitted and saved."""
+    def _basis_now(self, rows: int | None = None) -> np.ndarray | None:
+        """The two-stage scan's basis: kept, else the saved one, else fitted and saved
+        (``rows``: the store's row count, when the caller has it)."""
         parts = self._parts
-        rows = len(self._catalogue())
+        if rows is None:
+            rows = len(self._catalogue())
         if parts.basis is not None and not refit_due(parts.basis, rows):
             return parts.basis[0]
         vf = self._vector_file()

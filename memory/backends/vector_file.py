@@ -249,17 +249,10 @@ class VectorFile:
                         "SELECT rid FROM deletions WHERE seq > ? AND seq <= ?", (have, now)) if r < len(self._mat)]
                     if gone:
                         self._mat[np.asarray(gone, dtype=np.int64)] = 0
-                last = 0
-                while True:
-                    rows = conn.execute(
-                        "SELECT rid, vector FROM memories WHERE seq > ? AND seq <= ? AND rid > ?"
-                        " ORDER BY rid LIMIT ?", (have, now, last, CATCH_UP_BATCH)).fetchall()
-                    if not rows:
-                        break
+                for rows in (self._all_rows(conn, now) if have == 0 else self._changed_rows(conn, have, now)):
                     rids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
                     self._mat[rids] = np.frombuffer(b"".join(b for _, b in rows), dtype="<f4").reshape(-1, self.dim)
                     self.rows_copied += len(rows)
-                    last = int(rids[-1])
                 if self._fd is None:
                     self._ram_seq = now
                 else:
@@ -268,6 +261,45 @@ class VectorFile:
                 return now
             finally:
                 conn.execute("COMMIT")
+
+    @staticmethod
+    def _all_rows(conn: sqlite3.Connection, now: int) -> Iterator[list[tuple[int, bytes]]]:
+        """Every row up to ``now`` (a rebuild), in rid order, CATCH_UP_BATCH at a time."""
+        last = 0
+        while True:
+            rows = conn.execute("SELECT rid, vector FROM memories WHERE seq > 0 AND seq <= ? AND rid > ?"
+                                " ORDER BY rid LIMIT ?", (now, last, CATCH_UP_BATCH)).fetchall()
+            if not rows:
+                return
+            yield rows
+            last = int(rows[-1][0])
+
+    @staticmethod
+    def _changed_rows(conn: sqlite3.Connection, have: int, now: int) -> Iterator[list[tuple[int, bytes]]]:
+        """The rows written in (have, now], found through the ``memories_seq`` index.
+
+        This used to be one query, ``WHERE seq > ? AND seq <= ? AND rid > ? ORDER BY rid``, which
+        SQLite answers by walking the table in rid order from the start and testing ``seq`` on
+        every row: the catch-up after a 20k-row import into a 1M store read the whole 4.8 GB
+        table (2.1 s CPU with it in the page cache, 13-16 s wall when it was not). The index
+        gives the changed rids (it holds the rid); a dense run of them (an import's new rows) is
+        read as one rid range, scattered ones (updates) by rid.
+        """
+        found = np.fromiter((r for (r,) in conn.execute(
+            "SELECT rid FROM memories INDEXED BY memories_seq WHERE seq > ? AND seq <= ?", (have, now))
+        ), dtype=np.int64)
+        found.sort()
+        for a in range(0, len(found), CATCH_UP_BATCH):
+            part = found[a : a + CATCH_UP_BATCH]
+            lo, hi = int(part[0]), int(part[-1])
+            if hi - lo < 2 * len(part):  # dense: one range of the table, rows in between skipped by seq
+                yield conn.execute("SELECT rid, vector FROM memories NOT INDEXED WHERE rid >= ? AND rid <= ?"
+                                   " AND seq > ? AND seq <= ?", (lo, hi, have, now)).fetchall()
+                continue
+            for b in range(0, len(part), 500):
+                ids = part[b : b + 500].tolist()
+                yield conn.execute(f"SELECT rid, vector FROM memories WHERE rid IN ({','.join('?' * len(ids))})",
+                                   ids).fetchall()
 
     def _read(self, start: int, n: int) -> bytes:
         assert self._fd is not None
