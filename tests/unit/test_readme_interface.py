@@ -374,33 +374,16 @@ def json_problems(text: str) -> tuple[list[str], int]:
 
 
 # ------------------------------------------------------------------------------------------ tests
-def test_readme_commands_and_options_exist() -> None:
-    problems, n = cli_problems(README)
-    assert n >= 40, f"only {n} memctl invocations parsed from README.md: the parser broke"
-    assert not problems, "\n".join(problems)
-
-
-def test_readme_cli_row_lists_every_command() -> None:
-    problems, n = table_problems(README)
-    assert n >= 25, f"only {n} commands parsed from the README's CLI row"
-    assert not problems, "\n".join(problems)
-
-
-def test_readme_memory_variables_are_settings() -> None:
-    problems, n = env_problems(README)
-    assert n >= 15, f"only {n} MEMORY_* names parsed from README.md"
-    assert not problems, "\n".join(problems)
-
-
-def test_readme_settings_names_are_fields() -> None:
-    problems, n = settings_problems(README)
-    assert n >= 30, f"only {n} settings names parsed from README.md"
-    assert not problems, "\n".join(problems)
-
-
-def test_readme_json_keys_are_produced() -> None:
-    problems, n = json_problems(README)
-    assert n >= 5, f"only {n} --json keys parsed from README.md"
+@pytest.mark.parametrize(("check", "at_least", "what"), [
+    (cli_problems, 40, "memctl invocations"),         # commands and their options exist
+    (table_problems, 25, "commands in the CLI row"),  # the component table lists every command
+    (env_problems, 15, "MEMORY_* names"),              # variables map to settings fields
+    (settings_problems, 30, "settings names"),         # dotted settings names are fields
+    (json_problems, 5, "--json keys"),                 # keys the README lists are produced
+])
+def test_readme_interface_exists(check: Any, at_least: int, what: str) -> None:
+    problems, n = check(README)
+    assert n >= at_least, f"only {n} {what} parsed from README.md: the parser broke"
     assert not problems, "\n".join(problems)
 
 
