@@ -32,6 +32,7 @@ that turns out damaged, leaves the process with the parsed dicts, as before: sam
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import sqlite3
@@ -45,6 +46,7 @@ from memory import cedict_db
 from memory.paths import user_cache_dir
 from memory.text import tokenize
 
+_log = logging.getLogger(__name__)
 _CACHE_VERSION = 5  # the parse rules' version (bump when _parse changes what it keeps)
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # The parse's own patterns are compiled when it runs (in :func:`_parse`): classes over
@@ -219,8 +221,12 @@ def _load() -> Lexicon:
         try:
             cedict_db.build(path, zh_en, en_zh, data, _CACHE_VERSION)
             db = cedict_db.LexiconDb(path, data, _CACHE_VERSION)
-        except (OSError, sqlite3.Error, cedict_db.StaleLexicon):
-            # A read-only home only costs the next process the parse again.
+        except (OSError, sqlite3.Error, cedict_db.StaleLexicon) as exc:
+            # A read-only home only costs the next process the parse again: results are the same,
+            # but say so once, or every fresh process pays ~2 s without anyone knowing why.
+            _log.warning("CC-CEDICT cache not written at %s (%s): each process parses the dictionary "
+                         "again (~2 s, same results); make that directory writable or set "
+                         "XDG_CACHE_HOME to one that is", path, exc)
             return Lexicon(zh_en, en_zh)
     db.fallback = lambda: _parse(data)
     return Lexicon(db.zh, db.en, db)

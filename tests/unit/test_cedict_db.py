@@ -162,13 +162,17 @@ def test_a_file_damaged_past_its_header_falls_back_to_the_parsed_dicts(dicts: Di
 
 
 def test_an_unwritable_cache_dir_keeps_the_parsed_dicts(dicts: Dicts, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch):
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture):
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("")  # a file where the cache directory should be: mkdir fails, even as root
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     monkeypatch.setattr(cedict, "_parse", lambda data: dicts)
-    lex = cedict.get_lexicon()
+    with caplog.at_level("WARNING", logger="memory.cedict"):
+        lex = cedict.get_lexicon()
     assert lex.db is None and lex.zh_en is dicts[0]
+    # Said once, with the path and what to do: otherwise every process silently pays the parse.
+    assert "CC-CEDICT cache not written at" in caplog.text and "XDG_CACHE_HOME" in caplog.text
     assert cedict.bridge_coverage("Which kid is allergic to eggs?", True, [
         "苏可欣: 小宇对鸡蛋过敏。", "苏可欣: 每天早上八点入园。"])[1] == 0.0
 
