@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from memory.errors import InvalidConfig
+from memory.lru import VectorLRU
 from memory.policy import dedupe
 from memory.policy.judge import PairJudge, TreeModel, Verdict
 
@@ -140,8 +140,7 @@ class E5Vectors:
 
     def __init__(self, encode: Callable[[Sequence[str]], np.ndarray] = e5_encode, cache_size: int = 16384):
         self._encode = encode
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._size = cache_size
+        self._cache = VectorLRU(cache_size)
         self._lock = threading.Lock()
         self.encoded = 0  # texts this process ran the model on (the cost a run pays)
 
@@ -151,10 +150,7 @@ class E5Vectors:
 
     def seed(self, text: str, v: np.ndarray) -> None:
         with self._lock:
-            self._cache[text] = np.asarray(v, dtype=np.float32)
-            self._cache.move_to_end(text)
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+            self._cache.put(text, v)
 
     def ensure(self, texts: Sequence[str]) -> list[str]:
         """Encode the texts not cached yet (batches of 32); returns those that were encoded."""

@@ -17,12 +17,12 @@ in ``memory/models/minilm`` (see the NOTICE there). Nothing is downloaded at run
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
 from memory.errors import InvalidConfig
+from memory.lru import VectorLRU
 
 #: Names accepted by ``policy.paraphrase_model`` (``None`` turns the signal off).
 PARAPHRASE_MODELS = ("all-MiniLM-L6-v2",)
@@ -61,8 +61,7 @@ class ParaphraseScorer:
                  *, cache_size: int = 4096):
         self._model_file = Path(model_file) if model_file is not None else None
         self._tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir is not None else TOKENIZER_DIR
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = VectorLRU(cache_size)
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
@@ -112,7 +111,6 @@ class ParaphraseScorer:
     def _embed_locked(self, text: str) -> np.ndarray:
         v = self._cache.get(text)
         if v is not None:
-            self._cache.move_to_end(text)
             return v
         self._load_locked()
         enc = self._tokenizer.encode(text)  # type: ignore[union-attr]
@@ -121,11 +119,7 @@ class ParaphraseScorer:
         hidden = self._session.run(  # type: ignore[union-attr]
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
         pooled = (hidden * mask[..., None]).sum(axis=1)[0] / max(1, int(mask.sum()))
-        v = (pooled / (np.linalg.norm(pooled) or 1.0)).astype(np.float32)
-        self._cache[text] = v
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return v
+        return self._cache.put(text, pooled / (np.linalg.norm(pooled) or 1.0))
 
     def embed(self, text: str) -> np.ndarray:
         with self._lock:
@@ -139,9 +133,7 @@ class ParaphraseScorer:
     def seed(self, text: str, vector: np.ndarray) -> None:
         """Hand over a vector this model computed earlier (memory.policy.view_cache)."""
         with self._lock:
-            self._cache[text] = np.asarray(vector, dtype=np.float32)
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._cache.put(text, vector)
 
     def similarity(self, a: str, b: str) -> float:
         with self._lock:
