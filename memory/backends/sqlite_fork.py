@@ -19,10 +19,11 @@ A backend that was *not* prepared refuses every operation in a forked child with
 inherited connection (closing is a use of it too).
 
 What a forked worker keeps of its own is most of what a preloading server costs (100k store,
-four cold workers: ~23 MB of private anonymous memory each against ~16 MB for the parent,
-measured with ``python -m memctl.bench_procs``): pages of the parent's heap it wrote to (Python
-3.11 writes every touched object's reference count: ~6-9 MB whatever is done), its parsed
-records and caches, its SQLite page cache, and heap its searches freed but malloc kept. So a
+four cold workers of 50 scoped searches, ``python -m memctl.bench_procs``: ~23 MB of anonymous
+memory each, ~19.5 MB with what follows): pages of the parent's heap it wrote to (Python 3.11
+writes the reference count of every object it touches: ~8 MB whatever is done), its parsed
+records and caches (~4.5 MB), its SQLite page cache, and heap its searches freed but malloc
+kept. So a
 prepared backend also: opens ``<store>.partitions`` in the parent (its spot checks and lookup
 arrays are read once, not in every worker), runs one search there before the fork (what the
 first search creates lazily, modules it imports, is then shared), gives each worker's
