@@ -23,6 +23,15 @@ Run: ``python -m memctl.bench_procs STORE.sqlite [--procs 4] [--searches 50] [--
   (tracemalloc, started in the worker after the fork; not in the counted runs, as it adds its
   own heap). With ``--steady`` also a lone spawned worker that loaded every partition
   (``detail_spawn_steady_1``): what a long-lived independent process keeps of its own.
+* ``pss_by_kind``: each measurement's PSS (summed over its processes) by kind of mapping: the
+  processes' own anonymous memory (``anon``), the store's files (``store_files``: the mapped
+  ``<store>.partitions``; pages only one process maps count whole to it), the packaged model's
+  files (``model``) and libraries (``libs``). The in-process ``open`` figures run in a process
+  of their own (``--skip-open`` skips them), so this process maps nothing while others are measured.
+* ``--union``: also ``union_mb``, the memory a group of processes maps together with each physical
+  page counted once (from ``/proc/PID/pagemap``; needs root): unlike PSS it does not depend on
+  unrelated processes mapping the same model or library files; for one process it is its RSS.
+  ``procs_fork.union_vs_standalone``: the server's against one spawned process's.
 * ``floor`` (``--floor``): the same ratio for spawned processes that only import the library
   (``memory.service``, ``memory.settings``: the interpreter, numpy, pydantic) and wait: no store,
   no model, no search. A process's private heap counts once per process and shared pages once in
@@ -54,6 +63,75 @@ def _mem(pid: int) -> dict[str, float]:
         if parts and parts[0].rstrip(":") in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
             out[parts[0].rstrip(":")] = int(parts[1]) / 1024
     return {"rss_mb": out["Rss"], "pss_mb": out["Pss"], "uss_mb": out["Private_Clean"] + out["Private_Dirty"]}
+
+
+def _kind(mapping: str) -> str:
+    """What a mapping is, for the PSS breakdown: the process's own anonymous memory (heap, Python
+    arenas, stacks), the store's own files (``<store>.partitions``, ``.vectors``, the SQLite file),
+    the packaged model's files, or code and data of libraries and the interpreter."""
+    if mapping.startswith("["):
+        return "anon"
+    if "/models/" in mapping:
+        return "model"
+    if ".sqlite" in mapping:
+        return "store_files"
+    return "libs"
+
+
+def _pss_by_kind(pid: int) -> dict[str, float]:
+    """A process's PSS (MB) by :func:`_kind` of mapping, from ``/proc/PID/smaps``."""
+    out = {"anon": 0.0, "store_files": 0.0, "model": 0.0, "libs": 0.0}
+    kind = "anon"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and not head[0].endswith(":"):
+            kind = _kind(head[5] if len(head) > 5 else "[anon]")
+        elif head[0] == "Pss:":
+            out[kind] += int(head[1]) / 1024
+    return out
+
+
+def _sum_kinds(kinds: list[dict[str, float]]) -> dict[str, float]:
+    return {k: round(sum(d[k] for d in kinds), 1) for k in kinds[0]}
+
+
+# Run by ``_union_mb`` in a process of its own (its own pages are not among those counted).
+_UNION_CODE = """
+import sys
+import numpy as np
+pfns = []
+for pid in sys.argv[1:]:
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
+        for line in maps:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo >= 1 << 47:
+                continue  # [vsyscall]
+            pm.seek(lo // 4096 * 8)
+            e = np.frombuffer(pm.read((hi - lo) // 4096 * 8), dtype=np.uint64)
+            e = e[(e >> np.uint64(63)) == 1] & np.uint64((1 << 55) - 1)
+            pfns.append(e)
+u = np.unique(np.concatenate(pfns)) if pfns else np.zeros(0, dtype=np.uint64)
+print(-1 if len(u) and not u.any() else len(u) * 4096 / 2**20)
+"""
+
+
+def _union_mb(pids: list[int]) -> float | None:
+    """Memory the processes ``pids`` map together, each physical page counted once whoever else
+    maps it (pages shared with processes outside the group count whole, unlike PSS; a lone
+    process's figure is its RSS). Needs the page frame numbers of ``/proc/PID/pagemap`` (root,
+    CAP_SYS_ADMIN): None without them."""
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, "-c", _UNION_CODE, *map(str, pids)], capture_output=True, text=True,
+                             timeout=120, check=True).stdout.strip()
+    except (subprocess.SubprocessError, OSError):
+        return None
+    mb = float(out)
+    return None if mb < 0 else round(mb, 1)
 
 
 def _service(path: str) -> Any:
@@ -159,7 +237,8 @@ def _fork_worker(path: str, searches: int, seed: int, ready: Any, done: Any, tra
     _worker(path, searches, seed, ready, done, _PRELOADED, trace, unscoped=unscoped)
 
 
-def procs(path: str, n: int, searches: int, mode: str, detail: bool = False, unscoped: int = 0) -> dict[str, Any]:
+def procs(path: str, n: int, searches: int, mode: str, detail: bool = False, unscoped: int = 0,
+          union: bool = False) -> dict[str, Any]:
     """Memory of ``n`` processes searching one store. ``fork``: workers forked from this process
     after :func:`memory.forking.prefork` (a preloading server), and this parent is counted too.
     ``detail``: worker 0 also reports its Private_Dirty by mapping and, when it is the only
@@ -188,42 +267,63 @@ def procs(path: str, n: int, searches: int, mode: str, detail: bool = False, uns
         r.wait(900)
     mems = [_mem(p.pid) for p in ps]  # type: ignore[arg-type]
     parent = _mem(os.getpid()) if mode.startswith("fork") else None
+    kinds = [_pss_by_kind(p.pid) for p in ps] + ([_pss_by_kind(os.getpid())] if parent else [])  # type: ignore[arg-type]
     dirty = _dirty_by_mapping(ps[0].pid) if detail else None  # type: ignore[arg-type]
+    together = _union_mb([p.pid for p in ps] + ([os.getpid()] if parent else [])) if union else None  # type: ignore[misc]
     done.set()
     for p in ps:
         p.join(60)
     _PRELOADED = None
     tot = {k: round(sum(m[k] for m in mems), 1) for k in mems[0]}
-    res: dict[str, Any] = {"procs": n, "mode": mode, "per_process": mems, "total": tot}
+    res: dict[str, Any] = {"procs": n, "mode": mode, "per_process": mems, "total": tot,
+                           "pss_by_kind": _sum_kinds(kinds)}
     if parent is not None:
         res["parent"] = parent
         res["total"] = {k: round(tot[k] + parent[k], 1) for k in tot}  # the server: parent + workers
         res["workers"] = tot
     if dirty is not None:
         res["worker_private_dirty"] = dirty
+    if together is not None:
+        res["union_mb"] = together
     if trace and os.path.exists(trace):
         res["worker_allocations"] = json.loads(Path(trace).read_text())
         os.unlink(trace)
     return res
 
 
-def _driver(path: str, n: int, searches: int, mode: str, detail: bool, out: Any, unscoped: int = 0) -> None:
-    out.put(procs(path, n, searches, mode, detail, unscoped))
+def _driver(path: str, n: int, searches: int, mode: str, detail: bool, out: Any, unscoped: int = 0,
+            union: bool = False) -> None:
+    out.put(procs(path, n, searches, mode, detail, unscoped, union))
 
 
 def _fresh_procs(path: str, n: int, searches: int, mode: str, detail: bool = False,
-                 unscoped: int = 0) -> dict[str, Any]:
+                 unscoped: int = 0, union: bool = False) -> dict[str, Any]:
     """:func:`procs` run from a fresh interpreter. Forked workers share their parent's pages, so
     a parent that had just run ``open_and_warm`` (every partition loaded, then freed into its
     heap) made a forked worker's PSS depend on what that heap kept: 455 MB RSS per worker in one
     run, 663 MB in the next. Each measurement's parent now holds only its preload."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, detail, out, unscoped))
+    driver = ctx.Process(target=_driver, args=(path, n, searches, mode, detail, out, unscoped, union))
     driver.start()
     res = out.get(timeout=1800)
     driver.join(60)
     return res  # type: ignore[no-any-return]
+
+
+def _call(fn: Any, args: tuple[Any, ...], out: Any) -> None:
+    out.put(fn(*args))
+
+
+def _fresh_call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a fresh spawned interpreter (its result must pickle)."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    p = ctx.Process(target=_call, args=(fn, args, out))
+    p.start()
+    res = out.get(timeout=1800)
+    p.join(60)
+    return res
 
 
 def open_and_warm(path: str, queries: int = 100) -> dict[str, Any]:
@@ -274,26 +374,33 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=50)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--skip-procs", action="store_true")
+    ap.add_argument("--skip-open", action="store_true", help="skip the in-process open / warm figures")
     ap.add_argument("--floor", action="store_true", help="also: processes that only import the library")
     ap.add_argument("--steady", action="store_true",
                     help="also: every partition loaded (prefork(preload_index=True) vs one process that loaded them)")
     ap.add_argument("--unscoped", type=int, default=0,
                     help="--steady: each worker also runs this many searches over the whole store first")
+    ap.add_argument("--union", action="store_true",
+                    help="also: the pages each group of processes maps together, each counted once (union_mb; root)")
     ap.add_argument("--detail", action="store_true",
                     help="also: a worker's Private_Dirty by mapping and its own allocations (tracemalloc)")
     a = ap.parse_args()
     res: dict[str, Any] = {"store": a.store, "load_avg_before": os.getloadavg()}
-    res["open"] = open_and_warm(a.store, a.queries)
-    import gc
-
-    gc.collect()  # nothing of that store stays mapped here while the workers are measured
+    if not a.skip_open:
+        # In a process of its own: this one would keep the model mapped (get_embedder caches it),
+        # and a page mapped here too counts half in a measured process's PSS: one spawned
+        # process's model pages counted ~10.6 MB instead of ~21 MB, the server's 5 processes
+        # only 1/6 less, which made the ratios depend on the benchmark's own process.
+        res["open"] = _fresh_call(open_and_warm, a.store, a.queries)
     if not a.skip_procs:
         for mode in ("spawn", "fork") + (("floor",) if a.floor else ()):
-            one = _fresh_procs(a.store, 1, a.searches, mode)
-            many = _fresh_procs(a.store, a.procs, a.searches, mode)
+            one = _fresh_procs(a.store, 1, a.searches, mode, union=a.union)
+            many = _fresh_procs(a.store, a.procs, a.searches, mode, union=a.union)
             res[f"procs_{mode}"] = {"one": one["total"], "many": many["total"], "n": a.procs,
                                     "pss_ratio": round(many["total"]["pss_mb"] / one["total"]["pss_mb"], 2),
                                     "uss_ratio": round(many["total"]["uss_mb"] / one["total"]["uss_mb"], 2),
+                                    "pss_by_kind": {"one": one["pss_by_kind"], "many": many["pss_by_kind"]},
+                                    "union_mb": {"one": one.get("union_mb"), "many": many.get("union_mb")},
                                     "per_process": many["per_process"]}
             if mode == "fork":
                 # The target of issue 13: the whole server (parent + N workers) against ONE
@@ -302,20 +409,24 @@ def main() -> None:
                 res["procs_fork"].update(
                     parent=many["parent"], workers=many["workers"],
                     pss_vs_standalone=round(many["total"]["pss_mb"] / alone["pss_mb"], 2),
+                    union_vs_standalone=(round(many["union_mb"] / res["procs_spawn"]["union_mb"]["one"], 2)
+                                         if a.union and res["procs_spawn"]["union_mb"]["one"] else None),
                     rss_vs_standalone=round(many["total"]["rss_mb"] / alone["rss_mb"], 2))
         if a.steady:
             # A long-lived server: every partition loaded. Standalone: one spawned process that
             # loaded them itself; server: prefork(preload_index=True) + N workers, parent counted.
-            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady", unscoped=a.unscoped)["total"]
+            alone = _fresh_procs(a.store, 1, a.searches, "spawn-steady", unscoped=a.unscoped)
             server = _fresh_procs(a.store, a.procs, a.searches, "fork-steady", unscoped=a.unscoped)
             # N independent processes that each loaded every partition (uvicorn --workers, MCP
             # clients): what the mapped <store>.partitions file lets them share.
             spawned = _fresh_procs(a.store, a.procs, a.searches, "spawn-steady", unscoped=a.unscoped)
-            res["procs_steady"] = {"standalone": alone, "server": server["total"], "parent": server["parent"],
+            res["procs_steady"] = {"standalone": alone["total"], "server": server["total"], "parent": server["parent"],
                                    "workers": server["workers"], "n": a.procs,
-                                   "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "pss_vs_standalone": round(server["total"]["pss_mb"] / alone["total"]["pss_mb"], 2),
                                    "per_process": server["per_process"], "spawned": spawned["total"],
-                                   "spawned_pss_ratio": round(spawned["total"]["pss_mb"] / alone["pss_mb"], 2),
+                                   "spawned_pss_ratio": round(spawned["total"]["pss_mb"] / alone["total"]["pss_mb"], 2),
+                                   "pss_by_kind": {"standalone": alone["pss_by_kind"], "server": server["pss_by_kind"],
+                                                   "spawned": spawned["pss_by_kind"]},
                                    "spawned_per_process": spawned["per_process"], "unscoped": a.unscoped}
         if a.detail:
             res["detail_fork_1"] = _fresh_procs(a.store, 1, a.searches, "fork", detail=True)

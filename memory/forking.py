@@ -14,8 +14,12 @@ as possible stays shared:
 * the store is opened and what every worker reads alike is loaded (namespace catalogue, the
   vector file's mapping, the saved projection basis; with ``preload_index`` every partition),
   see :meth:`memory.backends.sqlite.SqliteBackend.prepare_for_fork`;
-* every object alive is moved out of the garbage collector's reach (``gc.freeze()``), so
-  collections in the workers never write to the shared pages;
+* one search is run on the smallest namespace (:data:`WARM_QUERY`), so that what a first search
+  creates lazily (modules it imports, caches, interned objects) is created once, here;
+* the C heap's free pages are returned to the OS (glibc ``malloc_trim``), so freed memory is not
+  carried into every worker's count, and every object alive is moved out of the garbage
+  collector's reach (``gc.freeze()``), so collections in the workers never write to the shared
+  pages;
 * at every fork the SQLite connection is closed in the parent and reopened in both processes,
   and the vector file gets its own descriptor in the child (:mod:`memory.backends.sqlite_fork`).
 
@@ -65,6 +69,7 @@ def prefork(target: MemoryService | MemorySettings | None = None, *, preload_ind
             each worker its own client after the fork; an in-memory SQLite store), or
             ``preload_index`` and the index does not fit in ``index_memory_mb``.
     """
+    from memory.backends.sqlite_fork import release_free_heap
     from memory.service import MemoryService
     from memory.settings import MemorySettings
 
@@ -82,8 +87,13 @@ def prefork(target: MemoryService | MemorySettings | None = None, *, preload_ind
             "(gunicorn post_fork, a Pool initializer), or use the SQLite backend"
         )
     service.embedder.embed_query(WARM_QUERY)  # the model loaded once, here
-    prepare(preload_index=preload_index)
+
+    def warm(namespace: str) -> None:
+        service.search(WARM_QUERY, namespace, top_k=1)  # read-only: nothing is written
+
+    prepare(preload_index=preload_index, warm=warm)
     gc.collect()
+    release_free_heap()
     gc.freeze()
     return service
 

@@ -116,6 +116,7 @@ class QueryMixin:
         flt, qvec = check_query(q, dim=self.dim, model=self.embedding_model)
         if q.limit <= 0:
             return []
+        self._forked_search_starts()  # type: ignore[attr-defined]  # a forked worker's heap upkeep
         now = q.now.timestamp()
         with self._lock, self._translate():
             self._check_open()
