@@ -19,7 +19,6 @@ checks routes and scores against jieba's own function.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -49,31 +48,26 @@ class _HMM:
         self.has_next = np.array([len(trans_p[s]) > 0 for s in self.states])
         self._char_states = char_states
         self._emit_p = emit_p
-        self._emit: dict[str, np.ndarray] = {}
-        self._allowed: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
+        # Per character, bounded: a 256-float64 row is 2 KB, and a long-lived process meets
+        # thousands of distinct characters (at most ~4.5 MB here).
+        self.emit = lru_cache(maxsize=2048)(self._emit_row)
+        self.allowed = lru_cache(maxsize=2048)(self._allowed_row)
 
-    def emit(self, ch: str) -> np.ndarray:
-        """``emit_p[y].get(ch, MIN_FLOAT)`` for every state y (cached per character)."""
-        v = self._emit.get(ch)
-        if v is None:
-            v = np.array([self._emit_p[s].get(ch, MIN_FLOAT) for s in self.states], dtype=np.float64)
-            with self._lock:
-                self._emit[ch] = v
-        return v
+    def _emit_row(self, ch: str) -> np.ndarray:
+        """``emit_p[y].get(ch, MIN_FLOAT)`` for every state y."""
+        row = np.array([self._emit_p[s].get(ch, MIN_FLOAT) for s in self.states], dtype=np.float64)
+        row.flags.writeable = False  # shared through the cache
+        return row
 
-    def allowed(self, ch: str) -> np.ndarray:
+    def _allowed_row(self, ch: str) -> np.ndarray:
         """``char_state_tab.get(ch, all_states)`` as a mask."""
-        m = self._allowed.get(ch)
-        if m is None:
-            listed = self._char_states.get(ch)
-            if listed is None:
-                m = np.ones(len(self.states), dtype=bool)
-            else:
-                m = np.zeros(len(self.states), dtype=bool)
-                m[[self.index[s] for s in listed]] = True
-            with self._lock:
-                self._allowed[ch] = m
+        listed = self._char_states.get(ch)
+        if listed is None:
+            m = np.ones(len(self.states), dtype=bool)
+        else:
+            m = np.zeros(len(self.states), dtype=bool)
+            m[[self.index[s] for s in listed]] = True
+        m.flags.writeable = False  # shared through the cache
         return m
 
 
