@@ -62,7 +62,10 @@ def _posseg() -> object:
         warnings.simplefilter("ignore", DeprecationWarning)
         import jieba.posseg as posseg
 
-        return posseg
+        from memory.policy.zh_pos import tagger
+
+        # jieba's tagger with its HMM step in numpy (same tags; memory.policy.zh_pos).
+        return tagger(posseg)
 
 
 def _plain_word(w: str) -> bool:
