@@ -89,6 +89,7 @@ class WriteBehind:
         self._closed = False
         self._pending: list[Pending] = []
         self._queue: list[tuple[Pending, Callable[[], Any]]] = []  # submitted, not started
+        self._running: Namespace | None = None  # the namespace of the write running now
         self._wanted: list[list[Namespace]] = []  # the prefixes of the barriers now waiting
         self._urgent: set[int] = set()  # queued writes submitted as urgent (by id of their Pending)
         self._gate = threading.Lock()  # held by batch(): the worker picks no write meanwhile
@@ -167,6 +168,7 @@ class WriteBehind:
                 k = next((i for i, (p, _) in enumerate(self._queue) if id(p) in self._urgent), 0)
             job = self._queue.pop(k)
             self._urgent.discard(id(job[0]))
+            self._running = job[0].namespace
             return job
 
     @contextmanager
@@ -195,10 +197,14 @@ class WriteBehind:
             p.future.set_exception(exc)
         if self._idle is not None:
             self._touched(p.namespace)
+        else:
+            with self._lock:
+                self._running = None
 
     # ------------------------------------------------------------------ consolidation when idle
     def _touched(self, ns: Namespace) -> None:
         with self._lock:
+            self._running = None
             self._last_write[ns] = time.monotonic()
             if self._idle_timer is None and not self._closed:
                 self._arm(self._idle_seconds)
@@ -216,13 +222,18 @@ class WriteBehind:
             if self._closed:
                 return
             clock = time.monotonic()
-            queued = [p.namespace for p, _ in self._queue]
+            # A write that has started is off the queue but not yet applied: its namespace is
+            # not idle (a slow write, e.g. a process's first Chinese one, must not let the
+            # namespace be consolidated between two writes of one handoff).
+            queued = [p.namespace for p, _ in self._queue] + ([self._running] if self._running else [])
             due = [ns for ns, t in self._last_write.items()
                    if clock - t >= self._idle_seconds and not any(_under(q, ns) for q in queued)]
             for ns in due:
                 del self._last_write[ns]
             if self._last_write:  # wake again when the next namespace turns idle
-                self._arm(min(self._last_write.values()) + self._idle_seconds - clock)
+                delay = min(self._last_write.values()) + self._idle_seconds - clock
+                # one already due but held back by a queued or running write: poll, don't spin
+                self._arm(delay if delay > 0 else min(self._idle_seconds, 0.05))
             if due and self._idle_executor is None:
                 self._idle_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-consolidate")
             pool = self._idle_executor

@@ -237,3 +237,23 @@ def test_a_pause_point_outside_a_background_write_does_nothing() -> None:
     for _ in range(1000):
         pause_point()
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_a_namespace_is_not_idle_while_one_of_its_writes_runs() -> None:
+    # The second write takes longer than the idle period (a process's first Chinese write loads
+    # jieba's tables for ~2 s): the namespace must not be handed to consolidation between the
+    # two writes, only once after both.
+    seen: list[tuple[tuple[str, ...], int]] = []
+    done: list[int] = []
+    w = WriteBehind(idle=lambda ns: seen.append((ns, len(done))), idle_seconds=0.05)
+    try:
+        w.submit(("facts", "u1"), lambda: done.append(1))
+        w.submit(("facts", "u1"), lambda: (time.sleep(0.3), done.append(2)))
+        w.drain()
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # a second, spurious idle call would land here
+    finally:
+        w.close()
+    assert seen == [(("facts", "u1"), 2)]
