@@ -20,7 +20,6 @@ file it would write equals the shipped one (the fit is deterministic: fixed seed
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -96,11 +95,14 @@ def _train_arrays(queries: Sequence[Query]) -> tuple[np.ndarray, np.ndarray, np.
 def fit(queries: Sequence[Query], point: tuple[int, int, float, int]) -> Any:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    from threadpoolctl import threadpool_limits
+
     depth, iters, lr, leaf = point
     x, y, w = _train_arrays(queries)
-    return HistGradientBoostingClassifier(max_depth=depth, max_iter=iters, learning_rate=lr, min_samples_leaf=leaf,
-                                          l2_regularization=1.0, early_stopping=False, random_state=0
-                                          ).fit(x, y, sample_weight=w * len(queries))
+    with threadpool_limits(1):  # one thread: the same sums in the same order on every machine
+        return HistGradientBoostingClassifier(max_depth=depth, max_iter=iters, learning_rate=lr, min_samples_leaf=leaf,
+                                              l2_regularization=1.0, early_stopping=False, random_state=0
+                                              ).fit(x, y, sample_weight=w * len(queries))
 
 
 def export(clf: Any, info: dict[str, Any]) -> RerankModel:
@@ -187,25 +189,36 @@ def print_summary(res: dict[str, Any]) -> None:
     print(f"  gate (LoCoMo MRR up, no zh/en direction below -.005): {res['gate']}", flush=True)
 
 
+POINT_KEYS = ("max_depth", "max_iter", "learning_rate", "min_samples_leaf")
+
+
 def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE) -> int:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    """Grid leave-one-set-out, fit the pick on every set and write it; ``check``: refit the shipped
+    file's own grid point (no grid) and compare byte for byte."""
     sets = load_sets(emb, locomo)
-    results = []
-    for point in GRID:
-        ranks = out_of_set(sets, point)
-        res = summary(sets, ranks)
-        obj = res["locomo"]["new"]["MRR"] + res["zh_mean_mrr"]["new"]
-        print(f"point {point}: objective {obj:.4f}", flush=True)
-        print_summary(res)
-        results.append((obj, point, res))
-    obj, point, res = max(results, key=lambda r: (r[0], -GRID.index(r[1])))
-    print(f"picked {point} (objective {obj:.4f}); gate {res['gate']}")
-    clf = fit([q for qs in sets.values() for q in qs], point)
-    info = {"grid_point": dict(zip(("max_depth", "max_iter", "learning_rate", "min_samples_leaf"), point, strict=True)),
-            "fitted_on": list(sets), "gate": res["gate"],
-            "out_of_set": {"locomo_tuning": res["locomo"], "zh_mean_mrr": res["zh_mean_mrr"],
-                           "zh_direction_mrr_change": res["zh_direction_mrr_change"]}}
-    model = export(clf, _rounded(info))
+    if check:
+        try:
+            info = json.loads(out.read_text(encoding="utf-8"))["info"]
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"check: cannot read {out}: {exc}")
+            return 1
+        point = tuple(info["grid_point"][k] for k in POINT_KEYS)
+    else:
+        results = []
+        for p in GRID:
+            res = summary(sets, out_of_set(sets, p))
+            obj = res["locomo"]["new"]["MRR"] + res["zh_mean_mrr"]["new"]
+            print(f"point {p}: objective {obj:.4f}", flush=True)
+            print_summary(res)
+            results.append((obj, p, res))
+        obj, point, res = max(results, key=lambda r: (r[0], -GRID.index(r[1])))
+        print(f"picked {point} (objective {obj:.4f}); gate {res['gate']}")
+        info = _rounded({"grid_point": dict(zip(POINT_KEYS, point, strict=True)), "fitted_on": list(sets),
+                         "gate": res["gate"], "out_of_set": {"locomo_tuning": res["locomo"],
+                                                             "zh_mean_mrr": res["zh_mean_mrr"],
+                                                             "zh_direction_mrr_change": res["zh_direction_mrr_change"]}})
+    clf = fit([q for qs in sets.values() for q in qs], point)  # type: ignore[arg-type]
+    model = export(clf, info)
     # The exported evaluator must predict what scikit-learn predicts.
     x = np.vstack([q.x for qs in sets.values() for q in qs])
     ref = clf._raw_predict(x)[:, 0]
