@@ -126,11 +126,12 @@ def _search_both(service) -> tuple[list[SearchHit], list[SearchHit]]:
     for i, t in enumerate(TEXTS):
         service.write(t, ("eval", "c"), {"type": "conversation", "extra": {"speaker": t.split(":")[0]}},
                       now=datetime(2023, 5, 1 + i, tzinfo=UTC))
+    assert service.settings.scoring.rerank  # on by default
+    on = service.search(QUESTION, ("eval",), top_k=10, min_score=float("-inf"), min_sim=0.0, now=NOW)
     base_cfg = service.settings.scoring
-    off = service.search(QUESTION, ("eval",), top_k=10, min_score=float("-inf"), min_sim=0.0, now=NOW)
-    service.settings = service.settings.model_copy(update={"scoring": ScoringSettings(rerank=True)})
+    service.settings = service.settings.model_copy(update={"scoring": ScoringSettings(rerank=False)})
     try:
-        on = service.search(QUESTION, ("eval",), top_k=10, min_score=float("-inf"), min_sim=0.0, now=NOW)
+        off = service.search(QUESTION, ("eval",), top_k=10, min_score=float("-inf"), min_sim=0.0, now=NOW)
     finally:
         service.settings = service.settings.model_copy(update={"scoring": base_cfg})
     return off, on
