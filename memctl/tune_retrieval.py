@@ -103,8 +103,12 @@ class DiskCachedEmbedder:
 
 
 def candidates(data: Path, convs: Sequence[str] | None, emb: DiskCachedEmbedder, context_turns: int,
-               context_weight: float) -> list[Any]:
-    """Ingest as run_retrieval_eval does; return (question, now, backend candidates) per question."""
+               context_weight: float, fixed_ids: bool = False) -> list[Any]:
+    """Ingest as run_retrieval_eval does; return (question, now, backend candidates) per question.
+
+    ``fixed_ids``: memory ids from the conversation and turn number instead of random ones, so exact
+    score ties (turns of one session share a timestamp) break the same way on every run.
+    """
     turns, questions = load_dataset(data)
     if convs is not None:
         turns = {c: t for c, t in turns.items() if c in convs}
@@ -115,6 +119,7 @@ def candidates(data: Path, convs: Sequence[str] | None, emb: DiskCachedEmbedder,
             svc.write_many(NewMemory(ts[j].content, _ns(conv),
                                      {"type": "conversation", "source": "locomo",
                                       "extra": _turn_extra(ts, j, context_turns)},
+                                     id=f"{conv}#{j:05d}" if fixed_ids else None,
                                      created_at=ts[j].session_date) for j in range(len(ts)))
         as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
         out = []
