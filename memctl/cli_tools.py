@@ -178,7 +178,8 @@ def eval_retrieval(
     conversations: Annotated[str | None, typer.Option(help="Comma-separated conversation ids")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print one JSON object")] = False,
     mode: Annotated[str, typer.Option(
-        "--mode", help="hybrid (the configured search), plain (hybrid without language-aware fusion), dense, "
+        "--mode", help="hybrid (the configured search), linear (hybrid without the learned reranker), plain "
+        "(hybrid without language-aware fusion or the reranker), dense, "
         "bm25, or several comma-separated / 'all': baselines on the same stored text; the first is the "
         "top-level result, each is under 'modes'")] = "hybrid",
 ) -> None:

@@ -36,11 +36,15 @@ from memory.service import MemoryService, NewMemory
 
 ADVERSARIAL = {"5", "adversarial"}
 # Search modes for honest baselines: the scoring settings each one overrides.
+# The learned reranker (memory.rerank) is fitted on the hybrid ranking's features, so the baselines
+# run without it: "dense" stays the vector channel alone. "linear" is hybrid without it.
 MODES: dict[str, dict[str, Any]] = {
     "hybrid": {},  # the configured search, as shipped
-    "plain": {"language_fusion": False},  # hybrid without language-aware fusion
-    "dense": {"vector_weight": 1.0, "language_fusion": False},  # vector channel alone
-    "bm25": {"vector_weight": 0.0, "vector_floor": 0.0, "language_fusion": False},  # keyword channel alone
+    "linear": {"rerank": False},  # hybrid without the learned reranker (the linear fusion and query rules)
+    "plain": {"language_fusion": False, "rerank": False},  # hybrid without language-aware fusion
+    "dense": {"vector_weight": 1.0, "language_fusion": False, "rerank": False},  # vector channel alone
+    "bm25": {"vector_weight": 0.0, "vector_floor": 0.0, "language_fusion": False,
+             "rerank": False},  # keyword channel alone
 }
 
 

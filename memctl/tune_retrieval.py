@@ -4,6 +4,7 @@
     python -m memctl.tune_retrieval --stage fusion [--cache /tmp/emb.pkl]
     python -m memctl.tune_retrieval --stage slot [--cache /tmp/emb.pkl]
     python -m memctl.tune_retrieval --stage loso [--cache /tmp/emb.pkl]
+    python -m memctl.tune_retrieval --stage rerank [--check] [--cache /tmp/emb.pkl]   (memctl.tune_rerank)
 
 ``--stage fusion`` fits the fusion (language_fusion on/off, vector_weight, bm25_k) on three
 tuning sets and prints every point: the LoCoMo tuning half (R@10 + MRR), the zh/en set's tuning
@@ -102,8 +103,12 @@ class DiskCachedEmbedder:
 
 
 def candidates(data: Path, convs: Sequence[str] | None, emb: DiskCachedEmbedder, context_turns: int,
-               context_weight: float) -> list[Any]:
-    """Ingest as run_retrieval_eval does; return (question, now, backend candidates) per question."""
+               context_weight: float, fixed_ids: bool = False) -> list[Any]:
+    """Ingest as run_retrieval_eval does; return (question, now, backend candidates) per question.
+
+    ``fixed_ids``: memory ids from the conversation and turn number instead of random ones, so exact
+    score ties (turns of one session share a timestamp) break the same way on every run.
+    """
     turns, questions = load_dataset(data)
     if convs is not None:
         turns = {c: t for c, t in turns.items() if c in convs}
@@ -114,6 +119,7 @@ def candidates(data: Path, convs: Sequence[str] | None, emb: DiskCachedEmbedder,
             svc.write_many(NewMemory(ts[j].content, _ns(conv),
                                      {"type": "conversation", "source": "locomo",
                                       "extra": _turn_extra(ts, j, context_turns)},
+                                     id=f"{conv}#{j:05d}" if fixed_ids else None,
                                      created_at=ts[j].session_date) for j in range(len(ts)))
         as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
         out = []
@@ -317,10 +323,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--locomo", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo")
     ap.add_argument("--cache", type=Path, default=None, help="pickle file for cached embeddings")
-    ap.add_argument("--stage", choices=("all", "fusion", "slot", "loso", "current"), default="all",
+    ap.add_argument("--stage", choices=("all", "fusion", "slot", "loso", "current", "rerank"), default="all",
                     help="fusion: only fit language_fusion / vector_weight / bm25_k; slot: only slot_bonus; "
                     "loso: vector_shift / keyword_cap / slot_bonus leave-one-set-out on the zh/en sets "
-                    "(see the docstring); current: current_bonus leave-one-set-out on four zh/en sets")
+                    "(see the docstring); current: current_bonus leave-one-set-out on four zh/en sets; "
+                    "rerank: the learned reranker, leave-one-set-out (memctl.tune_rerank)")
+    ap.add_argument("--check", action="store_true",
+                    help="--stage rerank: refit and fail unless the shipped memory/rerank_model.json is reproduced")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.stage == "fusion":
@@ -335,6 +344,10 @@ def main() -> None:
     if args.stage == "current":
         fit_current(args.locomo, emb)
         return
+    if args.stage == "rerank":
+        from memctl.tune_rerank import run
+
+        raise SystemExit(run(emb, args.locomo, check=args.check))
     base = ScoringSettings()
     ingests: dict[tuple[int, float], tuple[list[Any], list[Any]]] = {}
     Point = tuple[int, float, dict[str, float]]  # context turns, context_weight, scoring updates

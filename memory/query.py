@@ -338,6 +338,9 @@ def _named_speakers(hits: Sequence[SearchHit], query: str) -> frozenset[str]:
     return named if named and len(named) < len(speakers) else frozenset()
 
 
+named_speakers = _named_speakers  # public name for the learned reranker's features (memory.rerank)
+
+
 def _mentions(text: str, name: str) -> bool:
     # Whole-word match for Latin names ("Jon" is not in "John"); substring for CJK names.
     if not name.isascii():

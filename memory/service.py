@@ -408,6 +408,10 @@ class MemoryService:
         hits = scoring.score_candidates(cands, now, cfg, query)
         # Dates, "when"/"now" and named speakers in the question re-rank the candidates (< 0.2 ms).
         hits = rerank(hits, plan, RerankWeights.from_scoring(cfg))
+        if cfg.rerank:  # the learned reranker re-orders the best fused candidates (memory.rerank)
+            from memory.rerank import apply as learned_rerank
+
+            hits = learned_rerank(hits, plan, {c.record.id: c.keyword_score for c in cands})
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
                               cfg.min_sim if min_sim is None else min_sim)
 

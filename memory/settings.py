@@ -92,6 +92,9 @@ class ScoringSettings(BaseModel):
         "with different values (write policy's reading) is lifted above the older one by at most this")
     question_penalty: float = Field(
         0.15, ge=0, description="memory that is questions (chat turns that only ask): minus this times their share")
+    rerank: bool = Field(
+        True, description="re-order the 50 best fused candidates with the learned reranker (memory.rerank; fitted "
+        "leave-one-set-out by python -m memctl.tune_retrieval --stage rerank)")
     window_candidates: int = Field(
         0, ge=0, le=10000,
         description="questions naming a date: extra candidates from a second query restricted to that window "

@@ -1,0 +1,247 @@
+"""A learned reranker over the best fused candidates of a search (``scoring.rerank``).
+
+The fused score (:mod:`memory.scoring`) and the question rules (:mod:`memory.query`) are linear: each
+channel and each bonus adds a fitted constant, whatever the others say. A gradient-boosted tree
+ensemble over the same signals can combine them non-linearly ("a keyword match counts for more
+when the vector channel also ranks the memory high", "the speaker bonus matters only when the
+question names one speaker"). It re-orders the ``depth`` best hits after the question rules and
+leaves every later hit where it was.
+
+Features per (question, candidate) come only from what search already computed, plus query-term
+coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
+candidate). The model is plain JSON (``rerank_model.json``, exported from scikit-learn's
+``HistGradientBoostingClassifier`` by ``python -m memctl.tune_retrieval --stage rerank``), evaluated
+here with numpy, so search never imports scikit-learn.
+
+Scores stay monotone with the new order: the re-ordered hits take the head's own scores, highest
+first, and the difference goes into ``breakdown.query`` (``score = alpha*sim + beta*decay +
+gamma*boost + query`` still holds), so callers that pool hits of several namespaces by score
+(:mod:`memory.store_reads`) and the ``min_score`` threshold see the same scale as before.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory.errors import InvalidConfig
+from memory.query import QueryPlan, asks, named_speakers, states_time
+from memory.records import ScoreBreakdown, SearchHit
+from memory.scoring import han_share, keyword_visibility
+from memory.text import keyword_terms
+
+MODEL_FILE = Path(__file__).with_name("rerank_model.json")
+
+# The order matters: the model file lists the names it was fitted on, and loading checks them.
+FEATURES: tuple[str, ...] = (
+    "score", "score_gap", "rank", "sim", "sim_rel", "vector", "vector_gap", "vector_rank",
+    "keyword", "bm25", "bm25_rel", "bm25_rank", "query_bonus", "decay", "recency", "newest",
+    "q_han", "m_han", "visibility", "cover_turn", "cover_context", "cover_gain", "speaker_named",
+    "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
+    "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
+)
+# A neighbour turn that is not among the candidates: farther than any real score gap.
+_ABSENT = 2.0
+_INDEX = {f: i for i, f in enumerate(FEATURES)}
+
+
+@lru_cache(maxsize=65536)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(keyword_terms(text))
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    """0 for the largest value; ties share the better rank (stable, deterministic)."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    out = [0] * len(values)
+    for pos, i in enumerate(order):
+        out[i] = pos if pos == 0 or values[order[pos - 1]] != values[i] else out[order[pos - 1]]
+    return out
+
+
+def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
+                       bm25: Mapping[str, float | None]) -> np.ndarray:
+    """One row of :data:`FEATURES` per hit (hits in the order the fused score and rules gave).
+
+    ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match).
+    """
+    n = len(hits)
+    x = np.zeros((n, len(FEATURES)))
+    if not n:
+        return x
+    q = plan.text
+    qt = _terms(q)
+    qh = han_share(q)
+    named = named_speakers(hits, q)
+    bd = [h.breakdown for h in hits]
+    scores = [b.score for b in bd]
+    sims = [b.sim for b in bd]
+    vecs = [b.vector for b in bd]
+    raw = [float(bm25.get(h.record.id) or 0.0) for h in hits]
+    stamps = [h.record.created_at.timestamp() for h in hits]
+    best_s, best_sim, best_v, best_k = max(scores), max(sims) or 1.0, max(vecs), max(raw) or 1.0
+    new, old = max(stamps), min(stamps)
+    vr, kr = _ranks(vecs), _ranks(raw)
+    # Memories written at one instant (one chat session, one import) and the turns just before and
+    # after a candidate (its retrieval context holds the previous turns): evidence often sits next
+    # to the turn that asked or the one that elaborates.
+    session: dict[float, list[int]] = {}
+    for i, st in enumerate(stamps):
+        session.setdefault(st, []).append(i)
+    contexts = [c if isinstance(c := h.record.metadata.extra.get("context"), str) else "" for h in hits]
+    prev_gap, next_gap = [_ABSENT] * n, [_ABSENT] * n
+    for i in range(n):
+        if not contexts[i]:
+            continue
+        for j in session[stamps[i]]:
+            if j != i and hits[j].record.content in contexts[i]:  # j is a turn just before i
+                prev_gap[i] = min(prev_gap[i], best_s - scores[j])
+                next_gap[j] = min(next_gap[j], best_s - scores[i])
+    for i, h in enumerate(hits):
+        rec, b = h.record, bd[i]
+        mh = han_share(rec.content)
+        tt = _terms(rec.content)
+        ctx = rec.metadata.extra.get("context")
+        ct = _terms(ctx) if isinstance(ctx, str) and ctx else frozenset()
+        cover_t = len(qt & tt) / len(qt) if qt else 0.0
+        cover_c = len(qt & (tt | ct)) / len(qt) if qt else 0.0
+        speaker = rec.metadata.extra.get("speaker")
+        in_window = plan.window is not None and plan.window[0] <= rec.created_at < plan.window[1]
+        x[i] = (
+            b.score, best_s - b.score, i, b.sim, b.sim / best_sim, b.vector, best_v - b.vector, vr[i],
+            b.keyword, raw[i], raw[i] / best_k, kr[i] if raw[i] > 0 else n, b.query, b.decay,
+            (stamps[i] - old) / (new - old) if new > old else 1.0, float(stamps[i] == new),
+            qh, mh, keyword_visibility(qh, mh), cover_t, cover_c, cover_c - cover_t,
+            float(bool(named) and speaker in named), float(bool(named)), float(in_window),
+            float(plan.window is not None), float(plan.wants_time), float(states_time(rec.content)),
+            float(plan.wants_current), float(plan.asks_past), asks(rec.content), math.log1p(len(rec.content)),
+            n, len(qt), len(session[stamps[i]]), best_s - max(scores[j] for j in session[stamps[i]]),
+            prev_gap[i], next_gap[i],
+        )
+    return x
+
+
+@dataclass(frozen=True)
+class RerankModel:
+    """A boosted ensemble of binary trees: log-odds that a candidate is the memory asked for.
+
+    Each tree is a list of nodes ``[feature, threshold, left, right, value]``; feature -1 is a leaf.
+    ``x[feature] <= threshold`` goes left (as scikit-learn's histogram trees predict).
+    """
+
+    features: tuple[str, ...]
+    baseline: float
+    trees: tuple[np.ndarray, ...]
+    depth: int  # how many of the best hits are re-ordered
+    info: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path = MODEL_FILE) -> RerankModel:
+        p = Path(path)
+        try:
+            obj = json.loads(p.read_text(encoding="utf-8"))
+            model = cls(tuple(obj["features"]), float(obj["baseline"]),
+                        tuple(np.asarray(t, dtype=float).reshape(-1, 5) for t in obj["trees"]),
+                        int(obj["depth"]), dict(obj.get("info", {})))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidConfig(f"cannot read the reranker model {p}: {exc}; reinstall the package "
+                                "(pip install -e .), refit it with python -m memctl.tune_retrieval --stage rerank, "
+                                "or turn it off with MEMORY_SCORING__RERANK=false") from exc
+        if model.features != FEATURES[:len(model.features)] or not model.features:
+            raise InvalidConfig(f"reranker model {p} does not match this code (features {list(model.features)}); "
+                                "refit it with python -m memctl.tune_retrieval --stage rerank")
+        if model.depth < 2:
+            raise InvalidConfig(f"reranker model {p}: depth must be at least 2, got {model.depth}")
+        return model
+
+    def to_json(self) -> dict[str, Any]:
+        return {"features": list(self.features), "baseline": round(self.baseline, 10), "depth": self.depth,
+                "trees": [[[int(n[0]), float(n[1]), int(n[2]), int(n[3]), round(float(n[4]), 10)] for n in t]
+                          for t in self.trees],
+                "info": self.info}
+
+    @cached_property
+    def _table(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """The trees as complete binary trees of one depth ``D``: (D, features, thresholds, leaf values).
+
+        A leaf above depth ``D`` becomes a chain of "always left" nodes (threshold +inf) ending in
+        its value, so every (row, tree) walks exactly ``D`` steps with three 1-D gathers each and
+        no test for leaves: 50 candidates x a few hundred depth-5 trees in about a millisecond
+        (a padded table walked with leaf tests took ~5 ms).
+        """
+        def depth(t: np.ndarray, i: int = 0) -> int:
+            return 0 if t[i, 0] < 0 else 1 + max(depth(t, int(t[i, 2])), depth(t, int(t[i, 3])))
+
+        d = max((depth(t) for t in self.trees), default=0)
+        inner, leaves = 2 ** d - 1, 2 ** d
+        feature = np.zeros((len(self.trees), max(inner, 1)), dtype=np.intp)
+        threshold = np.full((len(self.trees), max(inner, 1)), np.inf)
+        value = np.zeros((len(self.trees), leaves))
+        for k, t in enumerate(self.trees):
+            stack = [(0, 0)]  # (node in t, position in the complete tree)
+            while stack:
+                i, pos = stack.pop()
+                if t[i, 0] >= 0:
+                    feature[k, pos], threshold[k, pos] = int(t[i, 0]), t[i, 1]
+                    stack += [(int(t[i, 2]), 2 * pos + 1), (int(t[i, 3]), 2 * pos + 2)]
+                else:  # every leaf of the complete tree below pos reached by going left holds it
+                    while pos < inner:
+                        pos = 2 * pos + 1
+                    value[k, pos - inner] = t[i, 4]
+        return d, feature.ravel(), threshold.ravel(), value.ravel()
+
+    def log_odds(self, x: np.ndarray) -> np.ndarray:
+        """Log-odds per row of ``x`` (columns: :data:`FEATURES`, of which the model reads its own)."""
+        x = np.ascontiguousarray(np.asarray(x, dtype=float)[:, :len(self.features)])
+        n, n_trees = len(x), len(self.trees)
+        if not n_trees or not n:
+            return np.full(n, self.baseline)
+        d, feature, threshold, value = self._table
+        inner = 2 ** d - 1
+        flat = x.ravel()
+        row_base = np.repeat(np.arange(n, dtype=np.intp) * x.shape[1], n_trees)
+        tree_base = np.tile(np.arange(n_trees, dtype=np.intp) * max(inner, 1), n)
+        pos = np.zeros(n * n_trees, dtype=np.intp)
+        for _ in range(d):
+            at = tree_base + pos
+            pos = 2 * pos + 1 + (flat[row_base + feature[at]] > threshold[at])
+        leaf = np.tile(np.arange(n_trees, dtype=np.intp) * (inner + 1), n) + pos - inner
+        # Leaves summed tree by tree in a fixed order: the same float additions every run.
+        return self.baseline + np.cumsum(value[leaf].reshape(n, n_trees), axis=1)[:, -1]
+
+
+@cache
+def default_model() -> RerankModel:
+    """The packaged model, read once per process."""
+    return RerankModel.load()
+
+
+def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float | None],
+          model: RerankModel | None = None) -> list[SearchHit]:
+    """Re-order the ``model.depth`` best hits by the model; later hits keep their place.
+
+    The head keeps its own scores, highest first, in the new order (the difference goes into
+    ``breakdown.query``), so scores stay monotone. Ties keep the earlier order (stable sort).
+    """
+    model = model or default_model()
+    head, tail = list(hits[:model.depth]), list(hits[model.depth:])
+    if len(head) < 2:
+        return list(hits)
+    z = model.log_odds(candidate_features(head, plan, bm25))
+    order = sorted(range(len(head)), key=lambda i: (-z[i], i))
+    slots = sorted((h.breakdown.score for h in head), reverse=True)
+    out = []
+    for pos, i in enumerate(order):
+        h, b = head[i], head[i].breakdown
+        # Strictly decreasing, so a later sort by score (pooling namespaces) keeps this order.
+        s = slots[pos] - pos * 1e-9
+        out.append(SearchHit(h.record, ScoreBreakdown(b.sim, b.vector, b.keyword, b.decay, b.boost, s,
+                                                      b.query + (s - b.score))))
+    return out + tail
