@@ -36,14 +36,19 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from memory.policy.reading import read
 from memory.text import tokenize
 
+if TYPE_CHECKING:
+    from memory.cedict import Lexicon
+
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 # Function words and fillers: their glosses ("of", "already") are noise for a paraphrase model.
 # Negation is kept (as "not"): it flips what a memory says.
 _NEGATION = frozenset("不 没 没有 别 未 无 非 不要 不用 不再 不能 不会 从不 并非".split())
@@ -95,19 +100,11 @@ def _word_gloss(word: str, zh_en: Callable[[str], str | None]) -> list[str]:
     return [] if len(word) == 1 else [word]  # a lone character with no entry says little
 
 
-def _han_keys(text: str) -> list[str]:
-    keys: list[str] = []
-    for run in _HAN_RUN.findall(text):
-        for i in range(len(run) - 1):
-            keys += [run[i:i + n] for n in (2, 3, 4) if i + n <= len(run)]
-    return keys
-
-
 def _render(text: str) -> Gloss:
     if not _HAN.search(text):  # English: its own gloss (the paraphrase model's vector is reused)
         r = read(text)
         return Gloss(text, r.masked, frozenset(tokenize(r.text[: r.split])), frozenset(tokenize(r.text[r.split:])))
-    from memory.cedict import get_lexicon
+    from memory.cedict import _han_keys, get_lexicon
     from memory.policy.align import _zh_words
 
     lex = get_lexicon()
@@ -211,3 +208,72 @@ def gloss_texts(text: str) -> tuple[str, str]:
     """The strings of ``text`` the paraphrase model reads for the gloss features (what a write primes)."""
     g = gloss(text)
     return g.text, g.masked
+
+
+# ---------------------------------------------------------------------------- soft matches
+# Words of the two texts that the encoder pairs although they differ ("frontend" / "backend",
+# "cents" / "decimals"): synonyms in a restatement, or look-alike entities in a distinct fact.
+# The encoder cannot tell the two apart (the alignment counts both as matched); the dictionary is a
+# second, independent witness: two words that share a translation in the other language (an
+# English word's CC-CEDICT headwords, a Chinese word's glosses) are likely synonyms, two that are
+# both listed but share none likely name different things (the pivot is noisy: "dad" and "mom"
+# share 爸妈). Measured, not read by the shipped judge: refitted with them, memctl.tune_judge merged
+# more duplicates and updates but also more distinct pairs (leave-one-author-out false merges .042 >
+# .04), so main's model was kept (scripts/judge15_lab.py; figures in memctl/tune_judge_history.py).
+SOFT_FEATURES: tuple[str, ...] = ("soft_pairs", "soft_disjoint", "soft_shared", "soft_disjoint_subj")
+
+
+def _translations(word: str, lex: Lexicon) -> tuple[str, frozenset[str]] | None:
+    """(script, translations) of one alignment word, or None when the dictionary does not list it."""
+    if _HAN.search(word):
+        g = lex.zh_en.get(word)
+        return ("zh", frozenset(g.split())) if g else None
+    terms = tokenize(word)
+    if len(terms) != 1:
+        return None
+    heads = lex.en_zh.get(lex.norm(terms[0]))
+    return ("en", frozenset(heads.split())) if heads else None
+
+
+def soft_features(existing: str, incoming: str, embed: Callable[[Sequence[str]], list[np.ndarray]]) -> dict[str, float]:
+    """Counts of the pair's soft matches: content words (not values) of the two texts that are each
+    other's best match under the encoder (cosine >= the alignment's MATCH_COSINE) without being the
+    same word, and of those the dictionary calls different (``soft_disjoint``; before the predicate
+    on either side: ``soft_disjoint_subj``) or synonyms (``soft_shared``). ``embed``: the judge's
+    encoder over unit texts (cached: the alignment embedded the same words)."""
+    from memory.policy.align import MATCH_COSINE, _split_pos, unit_text, units
+
+    ua, ub = units(existing), units(incoming)
+    wa = [u for u in ua if not u.value]
+    wb = [u for u in ub if not u.value]
+    if not wa or not wb:
+        return dict.fromkeys(SOFT_FEATURES, 0.0)
+    s = np.stack(embed([unit_text(u) for u in wa])) @ np.stack(embed([unit_text(u) for u in wb])).T
+    ka, kb = [u.key for u in wa], [u.key for u in wb]
+    exact = set(ka) & set(kb)  # a word both texts use is matched by itself, never softly
+    s[[k in exact for k in ka], :] = -1.0
+    s[:, [k in exact for k in kb]] = -1.0
+    pairs = [(i, int(np.argmax(s[i]))) for i in range(len(wa))]
+    pairs = [(i, j) for i, j in pairs if s[i, j] >= MATCH_COSINE and int(np.argmax(s[:, j])) == i]
+    if not pairs:
+        return dict.fromkeys(SOFT_FEATURES, 0.0)
+    from memory.cedict import _han_keys as han_keys
+    from memory.cedict import _norm_keys, get_lexicon
+
+    lex = get_lexicon()
+    words = [ka[i] for i, _ in pairs] + [kb[j] for _, j in pairs]
+    lex.prefetch((k for w in words for k in han_keys(w)),
+                 _norm_keys(t for w in words if not _HAN.search(w) for t in tokenize(w)))  # one query
+    spa, spb = _split_pos(existing), _split_pos(incoming)
+    disjoint = shared = disjoint_subj = 0
+    for i, j in pairs:
+        ta, tb = _translations(ka[i], lex), _translations(kb[j], lex)
+        if ta is None or tb is None or ta[0] != tb[0]:
+            continue
+        if ta[1] & tb[1]:
+            shared += 1
+        else:
+            disjoint += 1
+            disjoint_subj += wa[i].pos < spa or wb[j].pos < spb
+    return {"soft_pairs": float(min(len(pairs), 4)), "soft_disjoint": float(min(disjoint, 3)),
+            "soft_shared": float(min(shared, 3)), "soft_disjoint_subj": float(min(disjoint_subj, 3))}

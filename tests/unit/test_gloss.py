@@ -77,3 +77,30 @@ def test_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for k in range(6):
         gl.gloss(f"text number {k}")
     assert len(gl._CACHE) == 3
+
+
+@pytest.fixture(scope="module")
+def encoder_embed():  # type: ignore[no-untyped-def]
+    """The judge's own encoder (packaged USE-m3), cached per text as the judge does."""
+    from memory.policy.judge import FEATURES, PairJudge, TreeModel
+
+    return PairJudge(TreeModel(FEATURES, 0.0, (), 0.5, 1.0, {}))._embed
+
+
+@pytest.mark.parametrize("a, b", [("Meetings begin at nine", "Meetings start at nine"),
+                                  ("We purchase paper from Acme", "We buy paper from Acme")])
+def test_soft_match_of_synonyms_shares_a_translation(encoder_embed, a: str, b: str) -> None:  # type: ignore[no-untyped-def]
+    f = gl.soft_features(a, b, encoder_embed)
+    assert f["soft_pairs"] == 1.0 and f["soft_shared"] == 1.0 and f["soft_disjoint"] == 0.0
+
+
+def test_soft_match_of_look_alike_entities_shares_none(encoder_embed) -> None:  # type: ignore[no-untyped-def]
+    # The encoder pairs "frontend" with "backend"; CC-CEDICT lists 后端 for one and nothing shared.
+    f = gl.soft_features("Frontend repo: 2-space indentation.",
+                         "In the backend monorepo we indent with four spaces", encoder_embed)
+    assert f["soft_pairs"] >= 1.0 and f["soft_disjoint"] == 1.0 and f["soft_shared"] == 0.0
+
+
+def test_same_words_are_no_soft_match(encoder_embed) -> None:  # type: ignore[no-untyped-def]
+    f = gl.soft_features("Exports are CSV files", "CSV files are the exports", encoder_embed)
+    assert f == dict.fromkeys(gl.SOFT_FEATURES, 0.0)
