@@ -2,7 +2,10 @@
 
     OMP_NUM_THREADS=1 J14_CACHE=/tmp/judge15/base.pkl python scripts/judge14_lab.py cache   # base features
     OMP_NUM_THREADS=1 python scripts/judge15_lab.py gloss      # gloss features of every cached pair
+    OMP_NUM_THREADS=1 python scripts/judge15_lab.py extra      # unmatched gloss terms + soft matches
     OMP_NUM_THREADS=1 python scripts/judge15_lab.py compare    # out of author, base vs base + gloss subsets
+    OMP_NUM_THREADS=1 J15_LOAO="base=;+soft=soft_pairs,soft_disjoint,soft_shared,soft_disjoint_subj" \
+        python scripts/judge15_lab.py loao                     # leave-one-author-out, variants
     OMP_NUM_THREADS=1 python scripts/judge15_lab.py latency    # CPU ms a write spends on the gloss view
 
 Only the fit + choose kinds of the 27 fitting authors are fitted or scored here (5 folds by author, as
@@ -52,6 +55,35 @@ def gloss_cache() -> None:
         out[name] = np.array(rows, dtype=float)
         print(f"{name}: {len(rows)} in {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
     GLOSS.write_bytes(pickle.dumps({"features": GLOSS_FEATURES, **out}))
+
+
+def extra_cache() -> None:
+    """More columns under test, into extra.pkl (read by compare / loao after the gloss columns): the
+    gloss terms each side leaves unmatched (subject / value part) and the soft matches checked through
+    CC-CEDICT (memory.policy.gloss.soft_features, the judge's encoder)."""
+    from memory.policy import gloss as gl
+    from memory.policy.judge import FEATURES, PairJudge, TreeModel
+
+    d = pickle.loads(BASE.read_bytes())
+    judge = PairJudge(TreeModel(FEATURES, 0.0, (), 0.5, 1.0, {}))
+
+    def unmatched(a: str, b: str) -> list[float]:
+        ga, gb = gl.gloss(a), gl.gloss(b)
+        usa, usb = len(ga.subject - gb.terms), len(gb.subject - ga.terms)
+        ura, urb = len(ga.rest - gb.terms), len(gb.rest - ga.terms)
+        return [min(usa, 5), min(usb, 5), min(ura, 5), min(urb, 5), min(usa + usb, 8), float(ura > 0 and urb > 0),
+                float(usa == 0 and usb == 0)]
+
+    out: dict[str, Any] = {"features": ("g_un_subj_a", "g_un_subj_b", "g_un_rest_a", "g_un_rest_b", "g_un_subj",
+                                        "g_new_value_both", "g_subj_matched") + gl.SOFT_FEATURES}
+    for name in ("pairs", "unrelated"):
+        judge.prime([t for p in d[name] for t in (p["existing"], p["incoming"])])
+        rows = []
+        for p in d[name]:
+            f = gl.soft_features(p["existing"], p["incoming"], judge._embed)
+            rows.append(unmatched(p["existing"], p["incoming"]) + [f[k] for k in gl.SOFT_FEATURES])
+        out[name] = np.array(rows, dtype=float)
+    (BASE.parent / "extra.pkl").write_bytes(pickle.dumps(out))
 
 
 def _load() -> dict[str, Any]:
@@ -217,4 +249,4 @@ def latency() -> None:
 
 
 if __name__ == "__main__":
-    {"gloss": gloss_cache, "compare": compare, "latency": latency, "loao": loao}[sys.argv[1]]()
+    {"gloss": gloss_cache, "compare": compare, "latency": latency, "loao": loao, "extra": extra_cache}[sys.argv[1]]()
