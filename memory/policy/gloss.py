@@ -22,8 +22,9 @@ Each rendering also keeps its gloss terms before and after the predicate (the re
 the subject part (what the memory is about) and the value part (what it says) can be compared
 apart. **Measured, not read by the shipped judge**: out of author these features did not raise
 duplicates or updates merged at equal false merges (``memctl/tune_judge_history.py``, judge15;
-``scripts/judge15_lab.py`` reproduces the figures). One batched lexicon lookup per text (:meth:`memory.cedict.Lexicon.prefetch`), results cached
-per text (bounded). Pure apart from the lexicon and jieba, both loaded on first Chinese text.
+``scripts/judge15_lab.py`` reproduces the figures). One batched lexicon lookup per text
+(:meth:`memory.cedict.Lexicon.prefetch`), results cached per text (bounded). Pure apart from the
+lexicon and jieba, both loaded on first Chinese text.
 
 Example:
     >>> g = gloss("以后报表金额都用万元为单位")
