@@ -181,7 +181,7 @@ def _search_all(svc: MemoryService, questions: list[Question], as_of: dict[str, 
         by_conv[q.conversation_id].append(rank)
         if progress:
             progress(stage, i, len(questions))
-    lat, lat_cpu = sorted(latencies), sorted(cpu)
+    lat = sorted(latencies)
     return {
         "overall": _metrics(ranks, ks),
         "by_category": {c: _metrics(r, ks) for c, r in sorted(by_cat.items())},

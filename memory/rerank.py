@@ -57,6 +57,13 @@ def _terms(text: str) -> frozenset[str]:
     return frozenset(keyword_terms(text))
 
 
+@lru_cache(maxsize=65536)
+def _content(text: str) -> tuple[float, frozenset[str], float, float, float]:
+    """What the features read from a memory's own text, once per text (candidates recur across the
+    searches of one user): Han share, keyword terms, states a time, share asked, log length."""
+    return han_share(text), _terms(text), float(states_time(text)), asks(text), math.log1p(len(text))
+
+
 def _ranks(values: Sequence[float]) -> list[int]:
     """0 for the largest value; ties share the better rank (stable, deterministic)."""
     order = sorted(range(len(values)), key=lambda i: -values[i])
@@ -73,9 +80,8 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match).
     """
     n = len(hits)
-    x = np.zeros((n, len(FEATURES)))
     if not n:
-        return x
+        return np.zeros((0, len(FEATURES)))
     q = plan.text
     qt = _terms(q)
     qh = han_share(q)
@@ -95,6 +101,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     session: dict[float, list[int]] = {}
     for i, st in enumerate(stamps):
         session.setdefault(st, []).append(i)
+    session_best = {st: max(scores[j] for j in idx) for st, idx in session.items()}
     contexts = [c if isinstance(c := h.record.metadata.extra.get("context"), str) else "" for h in hits]
     prev_gap, next_gap = [_ABSENT] * n, [_ABSENT] * n
     for i in range(n):
@@ -104,28 +111,28 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
             if j != i and hits[j].record.content in contexts[i]:  # j is a turn just before i
                 prev_gap[i] = min(prev_gap[i], best_s - scores[j])
                 next_gap[j] = min(next_gap[j], best_s - scores[i])
+    rows: list[tuple[float, ...]] = []
     for i, h in enumerate(hits):
         rec, b = h.record, bd[i]
-        mh = han_share(rec.content)
-        tt = _terms(rec.content)
+        mh, tt, st_time, asked, log_chars = _content(rec.content)
         ctx = rec.metadata.extra.get("context")
         ct = _terms(ctx) if isinstance(ctx, str) and ctx else frozenset()
         cover_t = len(qt & tt) / len(qt) if qt else 0.0
         cover_c = len(qt & (tt | ct)) / len(qt) if qt else 0.0
         speaker = rec.metadata.extra.get("speaker")
         in_window = plan.window is not None and plan.window[0] <= rec.created_at < plan.window[1]
-        x[i] = (
+        rows.append((
             b.score, best_s - b.score, i, b.sim, b.sim / best_sim, b.vector, best_v - b.vector, vr[i],
             b.keyword, raw[i], raw[i] / best_k, kr[i] if raw[i] > 0 else n, b.query, b.decay,
             (stamps[i] - old) / (new - old) if new > old else 1.0, float(stamps[i] == new),
             qh, mh, keyword_visibility(qh, mh), cover_t, cover_c, cover_c - cover_t,
             float(bool(named) and speaker in named), float(bool(named)), float(in_window),
-            float(plan.window is not None), float(plan.wants_time), float(states_time(rec.content)),
-            float(plan.wants_current), float(plan.asks_past), asks(rec.content), math.log1p(len(rec.content)),
-            n, len(qt), len(session[stamps[i]]), best_s - max(scores[j] for j in session[stamps[i]]),
+            float(plan.window is not None), float(plan.wants_time), st_time,
+            float(plan.wants_current), float(plan.asks_past), asked, log_chars,
+            n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
             prev_gap[i], next_gap[i],
-        )
-    return x
+        ))
+    return np.array(rows, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,10 @@ class RerankModel:
                 "info": self.info}
 
     @cached_property
+    def _base_cache(self) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        return {}
+
+    @cached_property
     def _table(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         """The trees as complete binary trees of one depth ``D``: (D, features, thresholds, leaf values).
 
@@ -197,6 +208,24 @@ class RerankModel:
                     value[k, pos - inner] = t[i, 4]
         return d, feature.ravel(), threshold.ravel(), value.ravel()
 
+    def _bases(self, n: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Index offsets of the (row, tree) walk for ``n`` rows, built once per row count (searches
+        mostly re-rank the same number of hits): row start in ``x``, tree start in the node table,
+        tree start in the leaf table (minus the inner nodes' count, so ``leaf = base + pos``)."""
+        key = (n, width)
+        got = self._base_cache.get(key)
+        if got is None:
+            d, n_trees = self._table[0], len(self.trees)
+            inner = 2 ** d - 1
+            got = (np.repeat(np.arange(n, dtype=np.intp) * width, n_trees),
+                   np.tile(np.arange(n_trees, dtype=np.intp) * max(inner, 1), n),
+                   np.tile(np.arange(n_trees, dtype=np.intp) * (inner + 1), n) - inner)
+            for a in got:
+                a.flags.writeable = False
+            if len(self._base_cache) < 256:  # bounded: row counts are at most the model's depth
+                self._base_cache[key] = got
+        return got
+
     def log_odds(self, x: np.ndarray) -> np.ndarray:
         """Log-odds per row of ``x`` (columns: :data:`FEATURES`, of which the model reads its own)."""
         x = np.ascontiguousarray(np.asarray(x, dtype=float)[:, :len(self.features)])
@@ -204,15 +233,13 @@ class RerankModel:
         if not n_trees or not n:
             return np.full(n, self.baseline)
         d, feature, threshold, value = self._table
-        inner = 2 ** d - 1
         flat = x.ravel()
-        row_base = np.repeat(np.arange(n, dtype=np.intp) * x.shape[1], n_trees)
-        tree_base = np.tile(np.arange(n_trees, dtype=np.intp) * max(inner, 1), n)
+        row_base, tree_base, leaf_base = self._bases(n, x.shape[1])
         pos = np.zeros(n * n_trees, dtype=np.intp)
         for _ in range(d):
             at = tree_base + pos
             pos = 2 * pos + 1 + (flat[row_base + feature[at]] > threshold[at])
-        leaf = np.tile(np.arange(n_trees, dtype=np.intp) * (inner + 1), n) + pos - inner
+        leaf = leaf_base + pos
         # Leaves summed tree by tree in a fixed order: the same float additions every run.
         return self.baseline + np.cumsum(value[leaf].reshape(n, n_trees), axis=1)[:, -1]
 
