@@ -364,6 +364,17 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
     latencies: list[float] = []
     cpu: list[float] = []
     cons_ms: list[float] = []
+
+    def write(text: str, ns: tuple[str, ...], when: datetime) -> Any:
+        """One timed write: wall time and the process's CPU time (every thread: the paraphrase model
+        runs on a worker thread; on a shared machine CPU time moves far less with load)."""
+        c = time.process_time()  # read outside the wall-clock interval
+        t = time.perf_counter()
+        out = manager.remember(text, ns, now=when)
+        latencies.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+        return out
+
     cons_totals = {k: 0 for k in ("pairs_examined", "merged_duplicate", "superseded_update", "kept",
                                   "skipped_changed", "llm_asked", "e5_encoded")}
     cons_unsure = 0
@@ -372,19 +383,8 @@ def run_dedupe_eval(manager: Any, pairs_file: str | Path,
         ns = (base[0], f"eval-{p['id']}")  # fresh namespace; its first label picks the merge strategy
         # Both writes are timed: work a write does for later comparisons (the judge's views of
         # its text) must show up in the latency, not hide in the first write.
-        # Wall time and the process's CPU time (every thread: the paraphrase model runs on a
-        # worker thread) per write; on a shared machine the CPU time moves far less with load.
-        # (The CPU clock is read outside the wall-clock interval.)
-        c = time.process_time()
-        t = time.perf_counter()
-        manager.remember(p["existing"], ns, now=t0)
-        latencies.append((time.perf_counter() - t) * 1000)
-        cpu.append((time.process_time() - c) * 1000)
-        c = time.process_time()
-        t = time.perf_counter()
-        res = manager.remember(p["incoming"], ns, now=t0 + timedelta(days=1))
-        latencies.append((time.perf_counter() - t) * 1000)
-        cpu.append((time.process_time() - c) * 1000)
+        write(p["existing"], ns, t0)
+        res = write(p["incoming"], ns, t0 + timedelta(days=1))
         consolidated = False
         if consolidate:
             t = time.perf_counter()

@@ -122,7 +122,7 @@ AUC): N=5 .461/.364, .492/.350 (AUC .858, .863); N=10 .473/.345, .461/.354 (.875
 .526/.414, .527/.403 (.886, .888); N=26 (leave-one-author-out) .525/.408 (.889). Gains from 10 to 19
 authors (+.05 duplicates, +.05 updates), none from 19 to 26.
 
-Judge15 (2026-11-27; scripts/judge15_lab.py, memory/policy/gloss.py; fit + choose kinds of the 27 fitting
+Judge15 (2026-11-27; scripts/judge15_lab.py, memctl/judge_gloss.py; fit + choose kinds of the 27 fitting
 authors, 5 folds by author, tune_judge's shipped size (depth 3, 300 trees, unrelated weight .1) and rule
 (one threshold at target 3.75%); nested = each author judged at thresholds chosen without them; figures
 duplicates / updates / distinct merged). Base (main's features) nested .507 / .415 / .036, AUC .8867.

@@ -49,7 +49,6 @@ FEATURES: tuple[str, ...] = (
 )
 # A neighbour turn that is not among the candidates: farther than any real score gap.
 _ABSENT = 2.0
-_INDEX = {f: i for i, f in enumerate(FEATURES)}
 
 
 @lru_cache(maxsize=65536)

@@ -1,4 +1,4 @@
-"""Judge15 (issue 11): does the CC-CEDICT gloss view (memory/policy/gloss.py) help the write judge?
+"""Judge15 (issue 11): does the CC-CEDICT gloss view (memctl/judge_gloss.py) help the write judge?
 
     OMP_NUM_THREADS=1 J14_CACHE=/tmp/judge15/base.pkl python scripts/judge14_lab.py cache   # base features
     OMP_NUM_THREADS=1 python scripts/judge15_lab.py gloss      # gloss features of every cached pair
@@ -40,7 +40,7 @@ TARGET = 0.0375
 
 
 def gloss_cache() -> None:
-    from memory.policy.gloss import GLOSS_FEATURES, gloss_features
+    from memctl.judge_gloss import GLOSS_FEATURES, gloss_features
     from memory.policy.paraphrase import get_paraphrase_scorer
 
     d = pickle.loads(BASE.read_bytes())
@@ -60,7 +60,7 @@ def gloss_cache() -> None:
 def extra_cache() -> None:
     """More columns under test, into extra.pkl (read by compare / loao after the gloss columns): the
     gloss terms each side leaves unmatched (subject / value part) and the soft matches checked through
-    CC-CEDICT (memory.policy.gloss.soft_features, the judge's encoder)."""
+    CC-CEDICT (memctl.judge_gloss.soft_features, the judge's encoder)."""
     from memory.policy import gloss as gl
     from memory.policy.judge import FEATURES, PairJudge, TreeModel
 

@@ -187,24 +187,24 @@ class WriteBehind:
         if job is None:
             return
         p, fn = job
-        if not p.future.set_running_or_notify_cancel():
-            return
         try:
-            with pausing(self._pause_hook()):
-                result = fn()
-            p.future.set_result(result)
-        except BaseException as exc:  # noqa: BLE001 - kept for the node that collects it
-            p.future.set_exception(exc)
-        if self._idle is not None:
-            self._touched(p.namespace)
-        else:
+            if not p.future.set_running_or_notify_cancel():
+                return
+            try:
+                with pausing(self._pause_hook()):
+                    result = fn()
+                p.future.set_result(result)
+            except BaseException as exc:  # noqa: BLE001 - kept for the node that collects it
+                p.future.set_exception(exc)
+            if self._idle is not None:
+                self._touched(p.namespace)
+        finally:  # a cancelled write too: its namespace must not stay busy
             with self._lock:
                 self._running = None
 
     # ------------------------------------------------------------------ consolidation when idle
     def _touched(self, ns: Namespace) -> None:
         with self._lock:
-            self._running = None
             self._last_write[ns] = time.monotonic()
             if self._idle_timer is None and not self._closed:
                 self._arm(self._idle_seconds)

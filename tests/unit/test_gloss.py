@@ -1,11 +1,11 @@
-"""The gloss view (memory/policy/gloss.py): Chinese rendered in CC-CEDICT English glosses, English
+"""The gloss view (memctl/judge_gloss.py): Chinese rendered in CC-CEDICT English glosses, English
 kept, values kept (canonical inside Chinese) or masked, subject and value parts apart."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory.policy import gloss as gl
+from memctl import judge_gloss as gl
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""An English rendering of a memory for the write judge: Chinese words replaced by their CC-CEDICT
+"""Measured for the write judge and not shipped (stop 27; figures in :mod:`memctl.tune_judge_history`),
+kept with its lab (``scripts/judge15_lab.py``) out of the library: an English rendering of a memory: Chinese words replaced by their CC-CEDICT
 glosses, English kept (the *gloss view*).
 
 The judge's best paraphrase model (all-MiniLM-L6-v2, :mod:`memory.policy.paraphrase`) reads English
