@@ -30,7 +30,7 @@ from memory.backend import AsyncMixin, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
 from memory.backends.sqlite_fork import ForkMixin, abandon
-from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState, plain_terms
 from memory.backends.sqlite_query import QueryMixin
 from memory.backends.sqlite_schema import (
     COLS,
@@ -144,7 +144,12 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         terms_of = [fts_document(index_text(r)) for r in records]
         nsterms_of = [ns_terms(r.namespace) for r in records]
 
+        # Keyword terms of the rows replaced (filled by `do`): with the new rows' terms, the only
+        # document frequencies this write can change (PartitionMixin._changed).
+        gone: list[str] = []
+
         def do(conn: sqlite3.Connection, seq: int) -> tuple[bool, list[MemoryRecord], int]:
+            gone.clear()  # `do` runs once per transaction; a retry starts again
             if guard is not None:
                 changed = self._changed_since(conn, guard[0], guard[1])
                 if changed:
@@ -174,6 +179,9 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                     ),
                 ).fetchone()[0]
                 if rid <= top_rid:
+                    old = conn.execute("SELECT terms FROM memories_fts WHERE rowid = ?", (rid,)).fetchone()
+                    if old is not None:
+                        gone.append(old[0] or "")
                     conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 fts_rows.append((rid, nsterms, terms))
                 self._records.pop(rid, None)
@@ -190,7 +198,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             conn.executemany("INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)", fts_rows)
             return True, [], seq
 
-        return self._write(do)
+        return self._write(do, lambda: plain_terms([*terms_of, *gone]))
 
     def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
         ids = list(ids)

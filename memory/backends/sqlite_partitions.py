@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -92,6 +93,27 @@ def fts_df(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
                                    f"({','.join('?' * len(chunk))})", chunk):
             if doc:
                 out[t] = int(doc)
+    return out
+
+
+# Terms FTS5's unicode61 tokenizer keeps exactly as they are: lowercase ASCII letters and digits,
+# and CJK ideographs (no case, no diacritics, all token characters). A stored term made only of
+# these is one vocabulary entry equal to itself; any other (an accented or other-script word,
+# which unicode61 folds or splits its own way) may become another entry.
+_PLAIN_TERM = re.compile(r"[a-z0-9\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+def plain_terms(docs: Iterable[str]) -> set[str] | None:
+    """The vocabulary entries of FTS5 documents (``terms`` column strings), or None when a term
+    is not plain (:data:`_PLAIN_TERM`): we cannot then say which entries it makes, and the
+    caller must treat every document frequency as changed."""
+    out: set[str] = set()
+    for doc in docs:
+        for t in doc.split():
+            if t not in out:
+                if not _PLAIN_TERM.fullmatch(t):
+                    return None
+                out.add(t)
     return out
 
 
@@ -425,10 +447,22 @@ class PartitionMixin:
                 parts.df_cache[t] = got.get(t, 0)
         return {t: parts.df_cache[t] for t in terms if parts.df_cache[t]}, *parts.totals
 
-    def _changed(self) -> None:
-        """The file changed: statistics read from FTS5 are stale."""
+    def _changed(self, terms: Iterable[str] | None = None) -> None:
+        """The file changed: statistics read from FTS5 are stale.
+
+        ``terms``: every term of the ``terms`` column of every row the change added or removed
+        (an upsert of ours knows them; see :func:`plain_terms`). Only those terms' document
+        frequencies can have moved, so only they are dropped; the others stay cached (the next
+        search re-read ~30 of them after every write, ~2-3 ms). None drops them all (another
+        process's write, a delete, a failed write). The totals are re-read either way.
+        """
         self._parts.totals = None
-        self._parts.df_cache.clear()
+        if terms is None:
+            self._parts.df_cache.clear()
+            return
+        cache = self._parts.df_cache
+        for t in terms:
+            cache.pop(t, None)
 
     def _basis_now(self, rows: int | None = None) -> np.ndarray | None:
         """The two-stage scan's basis: kept, else the saved one, else fitted and saved
@@ -457,6 +491,6 @@ class PartitionMixin:
 
 
 __all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
-           "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
+           "fts_totals", "load_basis", "load_partitions", "plain_terms", "refit_due", "sample_rows", "save_basis"]
 
 

@@ -170,8 +170,13 @@ class SqliteFileMixin:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self._write_timeout_s * 1000)}")
 
-    def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
-        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
+    def _write(self, fn: Callable[[sqlite3.Connection, int], T], touched: Callable[[], set[str] | None] | None = None
+               ) -> T:
+        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number.
+
+        ``touched()``, called after the commit, names the keyword terms of every row ``fn`` added
+        or removed (or None: unknown); only their cached document frequencies are dropped.
+        """
         with self._lock, self._translate():
             self._check_open()
             if self._corrupt is not None:
@@ -192,7 +197,7 @@ class SqliteFileMixin:
                 self._abort()
                 raise
             self._applied_seq = seq
-            self._changed()
+            self._changed(touched() if touched is not None else None)
             return result
 
     def _abort(self) -> None:
