@@ -359,10 +359,10 @@ def test_the_record_cache_stays_small_and_never_changes_results(tmp_path: Path, 
         assert _result(b, q) == first == _result(fresh, q)
 
 
-def test_a_write_keeps_the_document_frequencies_it_cannot_change_and_all_stay_exact(tmp_path: Path) -> None:
-    """An upsert drops from the df cache only the terms of the rows it added or replaced; every
-    cached frequency still equals FTS5's own after inserts, replacements, Chinese and accented
-    (unicode61-folded) text, and deletes."""
+def test_a_write_updates_the_cached_document_frequencies_exactly(tmp_path: Path) -> None:
+    """An upsert moves the cached document frequencies by the rows it added or replaced instead
+    of dropping them all; every cached frequency still equals FTS5's own after inserts,
+    replacements, Chinese and accented (unicode61-folded: all dropped) text, and deletes."""
     path = tmp_path / "p.sqlite"
     _fill(path)
     terms = ["note", "tea", "coffee", "u1", "facts", "cafe", "café", "华东", "华", "gmv", "latte", "milk"]
@@ -374,13 +374,15 @@ def test_a_write_keeps_the_document_frequencies_it_cannot_change_and_all_stay_ex
             assert b._kw_stats(terms)[1:] == sp.fts_totals(b._conn)
 
         check()
-        assert "coffee" in b._parts.df_cache
         b.upsert([MemoryRecord(id="n1", namespace=("facts", "u1"), content="latte with milk")], _vecs(1, 7))
-        assert "coffee" in b._parts.df_cache and "latte" not in b._parts.df_cache  # only its own terms dropped
+        assert b._parts.df_cache["latte"] == 1 and "coffee" in b._parts.df_cache  # updated, not dropped
         check()
-        # Replacing a row: the terms it loses ("tea", "coffee") change too.
+        # Replacing a row: the terms it loses ("tea", "coffee") go down.
         b.upsert([MemoryRecord(id="facts-u1-3", namespace=("facts", "u1"), content="华东 GMV note")], _vecs(1, 8))
-        assert "note" not in b._parts.df_cache and "milk" in b._parts.df_cache
+        assert b._parts.df_cache["gmv"] == 1 and "coffee" in b._parts.df_cache
+        check()
+        b.delete(["facts-u1-3"])  # a small delete moves them too
+        assert b._parts.df_cache["gmv"] == 0 and "coffee" in b._parts.df_cache
         check()
         # An accented word becomes another vocabulary entry in FTS5: everything is re-read.
         b.upsert([MemoryRecord(id="n2", namespace=("facts", "u2"), content="café au lait")], _vecs(1, 9))
@@ -388,5 +390,5 @@ def test_a_write_keeps_the_document_frequencies_it_cannot_change_and_all_stay_ex
         check()
         b.delete(["n1"])
         check()
-    assert sp.plain_terms(["tea 华东 u1", "gmv"]) == {"tea", "华东", "u1", "gmv"}
-    assert sp.plain_terms(["tea café"]) is None
+    assert sp.df_delta(["tea tea 华东 u1", "gmv tea"], ["tea u1"]) == {"tea": 1, "华东": 1, "u1": 0, "gmv": 1}
+    assert sp.df_delta(["tea café"], []) is None
