@@ -104,6 +104,24 @@ def _instrument() -> None:
     gc.callbacks.append(_gc_cb)
 
 
+_writes: list[tuple[float, float]] = []  # per background write: (wall, thread CPU) ms, queue wait excluded
+_first_timed_write = [0]  # index in _writes of the first timed handoff's first write
+
+
+def _wrap_writes() -> None:
+    """Time each write on the thread that runs it (the write-behind worker)."""
+    apply = nodes_mod.apply_entry
+
+    def timed(*a: Any, **k: Any) -> Any:
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            return apply(*a, **k)
+        finally:
+            _writes.append(((time.perf_counter() - w) * 1000, (time.thread_time() - c) * 1000))
+
+    nodes_mod.apply_entry = timed  # type: ignore[assignment]
+
+
 def _wrap_nodes() -> None:
     """Each handoff's pre-node, post-node (and end-of-turn drain) as one row of stages."""
     make_pre, make_post = bh.make_pre_node, bh.make_post_node
@@ -113,6 +131,8 @@ def _wrap_nodes() -> None:
 
         def run(*x: Any) -> Any:
             _rows.append(defaultdict(lambda: [0.0, 0.0]))  # a new handoff starts here
+            if len(_rows) == bh.WARMUP_HANDOFFS + 2:  # the first timed one (the warm-up drained its writes)
+                _first_timed_write[0] = len(_writes)
             t, c, p = time.perf_counter(), time.thread_time(), time.process_time()
             try:
                 return node(*x)
@@ -146,6 +166,7 @@ def main() -> None:
     a = ap.parse_args()
     _instrument()
     _wrap_nodes()
+    _wrap_writes()
     out = bh.handoff_overhead(a.size, a.handoffs, write_behind=not a.inline, agent_ms=0.0 if a.inline else 50.0)
     # The last `handoffs` rows are the timed ones (the warm-up ran first); a row holds its
     # handoff's pre-node, post-node and (every third) the end-of-turn drain after it.
@@ -164,6 +185,12 @@ def main() -> None:
         ac = statistics.fmean(r.get(k, [0, 0])[1] for r in rows)
         print(f"{k:34s} {tw:10.2f} {tc:7.2f} {statistics.fmean(aw):9.2f} {ac:7.2f} "
               f"{sorted(aw)[int(0.95 * len(aw))]:8.2f}")
+    # The writes of the timed handoffs (the warm-up's came first); the model threads' CPU
+    # (the paraphrase worker, the vector scan's) is not in a write's thread CPU.
+    ws = _writes[_first_timed_write[0]:]
+    walls, cpus = sorted(w for w, _ in ws), sorted(c for _, c in ws)
+    print(f"writes {len(ws)}: wall p50 {walls[len(walls) // 2]:.1f} p95 {walls[int(.95 * len(walls))]:.1f} ms; "
+          f"thread CPU p50 {cpus[len(cpus) // 2]:.1f} p95 {cpus[int(.95 * len(cpus))]:.1f} ms")
     keep = ("total_p50_ms", "total_p95_ms", "pre_p50_ms", "pre_p95_ms", "post_p50_ms", "post_p95_ms",
             "write_p50_ms", "write_p95_ms")
     print(json.dumps({k: round(out[k], 2) for k in keep if k in out}))
