@@ -100,7 +100,7 @@ def fts_df(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
 # and CJK ideographs (no case, no diacritics, all token characters). A stored term made only of
 # these is one vocabulary entry equal to itself; any other (an accented or other-script word,
 # which unicode61 folds or splits its own way) may become another entry.
-_PLAIN_TERM = re.compile(r"[a-z0-9\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_PLAIN_TERM = re.compile(r"[a-z0-9\u3400-\u4dbf\u4e00-\u9fff]+")
 
 
 def df_delta(added: Iterable[str], removed: Iterable[str]) -> dict[str, int] | None:
