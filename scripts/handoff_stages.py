@@ -5,15 +5,17 @@
 Runs :func:`memctl.bench_handoff.handoff_overhead` as ``memctl bench --systems handoff`` does
 (write-behind, 50 ms of simulated model time per node; ``--inline`` without write-behind) with
 timers wrapped, from outside, around the stages of the pre-node and post-node. Only the thread
-that runs the nodes is timed (the background writer's own work shows up as the foreground's
-waits, GC pauses and slower stages). Stages nest (``search`` holds ``embed_query``,
-``backend.query``, ``score``, ``rerank.learned`` ...), so rows do not add up; ``other`` is a
-handoff's time outside the named top-level stages. GC pauses are timed with ``gc.callbacks``
-(collections that ran on the timed thread).
+that runs the nodes is timed per stage (the background writer's own work shows up as the
+foreground's waits, GC pauses and slower stages; ``other threads during pre`` is the CPU the
+rest of the process spent while a pre-node ran). Stages nest (``search`` holds
+``embed_query``, ``backend.query``, ``score``, ``rerank.learned`` ...), so rows do not add up.
+GC pauses are timed with ``gc.callbacks`` (collections that ran on the timed thread). Each
+background write is also timed on the worker thread that runs it (wall and thread CPU, its
+queue wait excluded; the paraphrase model's own thread is not in its CPU).
 
-Prints the mean per stage over the slowest 5% of timed handoffs (by pre + post wall time) next
-to the mean over all of them, and the bench's own summary. Timings only: results are not
-printed.
+Prints the mean per stage over the slowest 5% of timed handoffs (by pre + post + end-of-turn
+wait) next to the mean over all of them, the writes' p50/p95 and the bench's own summary;
+``--json`` keeps every handoff's stages. Timings only: results are not printed.
 """
 
 from __future__ import annotations
