@@ -493,7 +493,5 @@ class PartitionMixin:
         return basis
 
 
-__all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "df_delta", "drop_partition", "fit_basis", "fts_df",
-           "fts_totals", "load_basis", "load_partitions", "df_delta", "refit_due", "sample_rows", "save_basis"]
-
-
+__all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "df_delta", "drop_partition", "fit_basis",
+           "fts_df", "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
