@@ -30,7 +30,7 @@ from memory.backend import AsyncMixin, check_upsert
 from memory.backends.keyword_index import KeywordIndex
 from memory.backends.sqlite_filters import FilterSqlMixin
 from memory.backends.sqlite_fork import ForkMixin, abandon
-from memory.backends.sqlite_partitions import PartitionMixin, PartitionState
+from memory.backends.sqlite_partitions import PartitionMixin, PartitionState, df_delta
 from memory.backends.sqlite_query import QueryMixin
 from memory.backends.sqlite_schema import (
     COLS,
@@ -144,7 +144,14 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         terms_of = [fts_document(index_text(r)) for r in records]
         nsterms_of = [ns_terms(r.namespace) for r in records]
 
+        # Keyword documents of the rows replaced and inserted (filled by `do`): the only document
+        # frequencies this write changes, and by how much (PartitionMixin._changed).
+        gone: list[str] = []
+        fts_rows: list[tuple[int, str, str]] = []
+
         def do(conn: sqlite3.Connection, seq: int) -> tuple[bool, list[MemoryRecord], int]:
+            gone.clear()  # `do` runs once per transaction; a retry starts again
+            fts_rows.clear()
             if guard is not None:
                 changed = self._changed_since(conn, guard[0], guard[1])
                 if changed:
@@ -155,7 +162,6 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             # executemany, took ~0.3 s of CPU off a 20k-memory import (same rows stored).
             top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memories'").fetchone()
             top_rid = int(top[0]) if top is not None else 0
-            fts_rows: list[tuple[int, str, str]] = []
             blobs = vecs.astype("<f4", copy=False)  # the stored layout; no copy per row
             for r, v, blob, terms, nsterms in zip(records, vecs, blobs, terms_of, nsterms_of, strict=True):
                 rid = conn.execute(
@@ -174,6 +180,9 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                     ),
                 ).fetchone()[0]
                 if rid <= top_rid:
+                    old = conn.execute("SELECT terms FROM memories_fts WHERE rowid = ?", (rid,)).fetchone()
+                    if old is not None:
+                        gone.append(old[0] or "")
                     conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (rid,))
                 fts_rows.append((rid, nsterms, terms))
                 self._records.pop(rid, None)
@@ -190,7 +199,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             conn.executemany("INSERT INTO memories_fts (rowid, nsk, terms) VALUES (?, ?, ?)", fts_rows)
             return True, [], seq
 
-        return self._write(do)
+        return self._write(do, lambda: df_delta([t for _, _, t in fts_rows], gone))
 
     def get(self, ids: Sequence[str]) -> list[MemoryRecord]:
         ids = list(ids)
@@ -251,13 +260,23 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
             if matches(row_to_record(row), flt)
         ]
 
+    # A delete of at most this many rows reads their keyword terms to update the cached document
+    # frequencies (the write policy evicts or supersedes one or two rows per write); a larger one
+    # drops them all rather than read every row's terms.
+    DF_DELTA_MAX_ROWS = 500
+
     def delete(self, ids: Sequence[str] | None = None, *, namespace: Namespace | None = None,
                filter: dict[str, Any] | None = None, include_expired: bool = True) -> int:
         flt = validate_filter(filter)
         if ids is None and namespace is None and not flt:
             raise InvalidInput("delete needs ids, a namespace or a filter; refusing to delete everything")
 
+        # Keyword documents of the rows deleted (filled by `do`; None: too many to read, every
+        # cached document frequency is dropped instead, see PartitionMixin._changed).
+        gone: list[str] | None = []
+
         def do(conn: sqlite3.Connection, seq: int) -> int:
+            nonlocal gone
             if ids is not None:
                 id_list = list(ids)
                 rids = []
@@ -267,9 +286,13 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                         f"SELECT rid FROM memories WHERE id IN ({','.join('?' * len(chunk))})", chunk)]
             else:
                 rids = self._select_rids(namespace, flt, include_expired)
+            gone = [] if len(rids) <= self.DF_DELTA_MAX_ROWS else None
             for i in range(0, len(rids), 500):
                 chunk = rids[i : i + 500]
                 marks = ",".join("?" * len(chunk))
+                if gone is not None:
+                    gone.extend(t or "" for (t,) in conn.execute(
+                        f"SELECT terms FROM memories_fts WHERE rowid IN ({marks})", chunk))
                 conn.execute(f"DELETE FROM memories WHERE rid IN ({marks})", chunk)
                 conn.execute(f"DELETE FROM memories_fts WHERE rowid IN ({marks})", chunk)
                 conn.executemany("INSERT INTO deletions (seq, rid) VALUES (?, ?)", [(seq, r) for r in chunk])
@@ -284,7 +307,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
                 self._prune_deletions(conn)
             return len(rids)
 
-        return self._write(do)
+        return self._write(do, lambda: None if gone is None else df_delta([], gone))
 
     def scroll(self, namespace: Namespace | None = None, *, filter: dict[str, Any] | None = None,
                limit: int = 100, offset: int = 0, include_expired: bool = False) -> list[MemoryRecord]:

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -92,6 +93,27 @@ def fts_df(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
                                    f"({','.join('?' * len(chunk))})", chunk):
             if doc:
                 out[t] = int(doc)
+    return out
+
+
+# Terms FTS5's unicode61 tokenizer keeps exactly as they are: lowercase ASCII letters and digits,
+# and CJK ideographs (no case, no diacritics, all token characters). A stored term made only of
+# these is one vocabulary entry equal to itself; any other (an accented or other-script word,
+# which unicode61 folds or splits its own way) may become another entry.
+_PLAIN_TERM = re.compile(r"[a-z0-9\u3400-\u4dbf\u4e00-\u9fff]+")
+
+
+def df_delta(added: Iterable[str], removed: Iterable[str]) -> dict[str, int] | None:
+    """How the ``terms``-column document frequencies move when the FTS5 documents ``added`` are
+    inserted and ``removed`` deleted (``terms`` column strings), or None when a term is not plain
+    (:data:`_PLAIN_TERM`): we cannot then say which vocabulary entries it makes."""
+    out: dict[str, int] = {}
+    for docs, sign in ((added, 1), (removed, -1)):
+        for doc in docs:
+            for t in set(doc.split()):
+                if t not in out and not _PLAIN_TERM.fullmatch(t):
+                    return None
+                out[t] = out.get(t, 0) + sign
     return out
 
 
@@ -425,10 +447,25 @@ class PartitionMixin:
                 parts.df_cache[t] = got.get(t, 0)
         return {t: parts.df_cache[t] for t in terms if parts.df_cache[t]}, *parts.totals
 
-    def _changed(self) -> None:
-        """The file changed: statistics read from FTS5 are stale."""
+    def _changed(self, df_delta: Mapping[str, int] | None = None) -> None:
+        """The file changed: statistics read from FTS5 are stale.
+
+        ``df_delta``: how many rows containing each term the change added (minus those it
+        removed), for every term it touched (an upsert of ours knows them, see
+        :func:`df_delta`): the cached document frequencies are updated by it, exactly as FTS5's
+        own moved. Reading them again cost ~0.27 ms a term at 100k (FTS5 walks each term's
+        postings to count them), ~3 ms for the next search after every write. None drops them
+        all (another process's write, a delete, a failed write). The totals are re-read either way
+        (one small record).
+        """
         self._parts.totals = None
-        self._parts.df_cache.clear()
+        if df_delta is None:
+            self._parts.df_cache.clear()
+            return
+        cache = self._parts.df_cache
+        for t, d in df_delta.items():
+            if t in cache:
+                cache[t] += d
 
     def _basis_now(self, rows: int | None = None) -> np.ndarray | None:
         """The two-stage scan's basis: kept, else the saved one, else fitted and saved
@@ -456,7 +493,5 @@ class PartitionMixin:
         return basis
 
 
-__all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "drop_partition", "fit_basis", "fts_df",
-           "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]
-
-
+__all__ = ["NsCatalogue", "PartitionMixin", "PartitionState", "basis_path", "df_delta", "drop_partition", "fit_basis",
+           "fts_df", "fts_totals", "load_basis", "load_partitions", "refit_due", "sample_rows", "save_basis"]

@@ -170,8 +170,15 @@ class SqliteFileMixin:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self._write_timeout_s * 1000)}")
 
-    def _write(self, fn: Callable[[sqlite3.Connection, int], T]) -> T:
-        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number."""
+    def _write(self, fn: Callable[[sqlite3.Connection, int], T],
+               df_delta: Callable[[], dict[str, int] | None] | None = None) -> T:
+        """Run ``fn(conn, seq)`` in one IMMEDIATE transaction with a fresh sequence number.
+
+        ``df_delta()``, called after the commit, says by how much ``fn`` moved each keyword
+        term's document frequency (None: unknown); the cached ones are updated instead of
+        dropped (:meth:`PartitionMixin._changed`). Exact: the ``_sync`` inside the transaction
+        applied every other writer's change first, and none can land before our commit.
+        """
         with self._lock, self._translate():
             self._check_open()
             if self._corrupt is not None:
@@ -192,7 +199,7 @@ class SqliteFileMixin:
                 self._abort()
                 raise
             self._applied_seq = seq
-            self._changed()
+            self._changed(df_delta() if df_delta is not None else None)
             return result
 
     def _abort(self) -> None:

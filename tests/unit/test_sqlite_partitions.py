@@ -357,3 +357,38 @@ def test_the_record_cache_stays_small_and_never_changes_results(tmp_path: Path, 
         assert len(first) == n
         assert len(b._records) == SqliteBackend.RECORD_CACHE
         assert _result(b, q) == first == _result(fresh, q)
+
+
+def test_a_write_updates_the_cached_document_frequencies_exactly(tmp_path: Path) -> None:
+    """An upsert moves the cached document frequencies by the rows it added or replaced instead
+    of dropping them all; every cached frequency still equals FTS5's own after inserts,
+    replacements, Chinese and accented (unicode61-folded: all dropped) text, and deletes."""
+    path = tmp_path / "p.sqlite"
+    _fill(path)
+    terms = ["note", "tea", "coffee", "u1", "facts", "cafe", "café", "华东", "华", "gmv", "latte", "milk"]
+    with SqliteBackend(path, embedding_model="test", dim=DIM) as b:
+
+        def check() -> None:
+            fresh = sp.fts_df(b._conn, terms)
+            assert b._kw_stats(terms)[0] == fresh
+            assert b._kw_stats(terms)[1:] == sp.fts_totals(b._conn)
+
+        check()
+        b.upsert([MemoryRecord(id="n1", namespace=("facts", "u1"), content="latte with milk")], _vecs(1, 7))
+        assert b._parts.df_cache["latte"] == 1 and "coffee" in b._parts.df_cache  # updated, not dropped
+        check()
+        # Replacing a row: the terms it loses ("tea", "coffee") go down.
+        b.upsert([MemoryRecord(id="facts-u1-3", namespace=("facts", "u1"), content="华东 GMV note")], _vecs(1, 8))
+        assert b._parts.df_cache["gmv"] == 1 and "coffee" in b._parts.df_cache
+        check()
+        b.delete(["facts-u1-3"])  # a small delete moves them too
+        assert b._parts.df_cache["gmv"] == 0 and "coffee" in b._parts.df_cache
+        check()
+        # An accented word becomes another vocabulary entry in FTS5: everything is re-read.
+        b.upsert([MemoryRecord(id="n2", namespace=("facts", "u2"), content="café au lait")], _vecs(1, 9))
+        assert not b._parts.df_cache
+        check()
+        b.delete(["n1"])
+        check()
+    assert sp.df_delta(["tea tea 华东 u1", "gmv tea"], ["tea u1"]) == {"tea": 1, "华东": 1, "u1": 0, "gmv": 1}
+    assert sp.df_delta(["tea café"], []) is None
