@@ -42,7 +42,7 @@ from langgraph.runtime import Runtime
 
 from memctl.bench_corpus import embed_corpus, make_corpus, make_queries
 from memctl.bench_views import load_views
-from memory.embeddings import get_embedder
+from memory.embeddings import CachedEmbedder, get_embedder
 from memory.policy.manager import MemoryManager
 from memory.policy.routing import agent_namespace, shared_namespace
 from memory.records import MemoryRecord
@@ -110,6 +110,11 @@ def handoff_overhead(n_memories: int, handoffs: int = 100, *, cache_dir: Path | 
     base = settings or MemorySettings(path=":memory:")
     emb = get_embedder(base.embedding.model, threads=base.embedding.threads, batch_size=base.embedding.batch_size,
                        cache_dir=base.embedding.cache_dir)
+    # The embedder is shared per process: a second run in the same process (the write-behind pass
+    # after the inline one, same seeded tasks) would find every query vector cached and leave the
+    # query embedding out of its timings. Each run starts with an empty query cache.
+    if isinstance(emb, CachedEmbedder):
+        emb.clear()
     texts = make_corpus(n_memories)
     vecs = embed_corpus(getattr(emb, "inner", emb), texts, cache_dir,
                         (lambda d, t: progress("embed", d, t)) if progress else None)

@@ -183,6 +183,11 @@ class CachedEmbedder:
                 self._cache.popitem(last=False)
         return vec
 
+    def clear(self) -> None:
+        """Forget every cached query vector (a benchmark's second pass must embed its queries again)."""
+        with self._lock:
+            self._cache.clear()
+
 
 _SHARED: dict[tuple[str, int, int, str | None], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
