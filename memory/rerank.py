@@ -9,9 +9,13 @@ leaves every later hit where it was.
 
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
-candidate). The model is plain JSON (``rerank_model.json``, exported from scikit-learn's
-``HistGradientBoostingClassifier`` by ``python -m memctl.tune_retrieval --stage rerank``), evaluated
-here with numpy, so search never imports scikit-learn.
+candidate). The later ones read a candidate against the others (its session, its neighbour turns,
+its rank among every candidate, the top hits' terms, the question's Han bigrams:
+:mod:`memory.rerank_context`); a model reads a prefix of :data:`FEATURES`, and features past it
+are not computed, so a model fitted without them costs nothing more. The model is plain JSON
+(``rerank_model.json``, exported from scikit-learn's ``HistGradientBoostingClassifier`` by
+``python -m memctl.tune_retrieval --stage rerank``), evaluated here with numpy, so search never
+imports scikit-learn.
 
 Scores stay monotone with the new order: the re-ordered hits take the head's own scores, highest
 first, and the difference goes into ``breakdown.query`` (``score = alpha*sim + beta*decay +

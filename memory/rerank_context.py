@@ -29,10 +29,12 @@ import numpy as np
 from memory.records import SearchHit
 from memory.text import keyword_terms
 
+# In groups, so a model can read a prefix (memctl.tune_rerank.WIDTHS): listwise context, then
+# Chinese bigrams and channel disagreement, then session / neighbour question coverage, then multi-hop.
 CONTEXT_FEATURES: tuple[str, ...] = (
     "sess_own_gap", "sess_mean_gap", "nb_vector_gap", "nb_bm25_rel", "fused_rank_all", "vector_rank_all",
-    "bm25_rank_all", "n_all", "hop_terms", "hop_share", "hop_names", "bigram_turn", "bigram_context",
-    "dv_rank_diff", "dv_rel_diff", "sess_cover", "nb_cover",
+    "bm25_rank_all", "n_all", "bigram_turn", "bigram_context", "dv_rank_diff", "dv_rel_diff", "sess_cover",
+    "nb_cover", "hop_terms", "hop_share", "hop_names",
 )
 _ABSENT = 2.0  # as memory.rerank: a neighbour not among the candidates
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
@@ -127,9 +129,8 @@ def context_features(head: Sequence[SearchHit], pool: Sequence[SearchHit], query
             b_turn = b_ctx = -1.0
         kr = kw_all[i]
         rows.append((
-            s_best[stamps[i]] - scores[i], scores[i] - s_mean[stamps[i]], nb_v, nb_k,
-            fused_all[i], vec_all[i], kr, m, shared, shared / len(ht) if ht else 0.0, len(_names(text) & hn),
+            s_best[stamps[i]] - scores[i], scores[i] - s_mean[stamps[i]], nb_v, nb_k, fused_all[i], vec_all[i], kr, m,
             b_turn, b_ctx, (vec_all[i] - kr) / m, h.breakdown.vector / (best_v or 1.0) - raw[i] / best_k,
-            s_cover[stamps[i]], nb_cover,
+            s_cover[stamps[i]], nb_cover, shared, shared / len(ht) if ht else 0.0, len(_names(text) & hn),
         ))
     return rows

@@ -104,3 +104,13 @@ def test_han_bigram_coverage_of_turn_and_context():
     assert col(x, "bigram_turn")[1] > 0  # 住在, 城市
     en = candidate_features(hits, plan_query("Where does my grandmother live?", NOW), {})
     assert list(col(en, "bigram_turn")) == [-1.0, -1.0]  # no Han bigram in the question
+
+
+def test_a_model_reading_fewer_features_skips_the_context_ones():
+    hits = [hit(str(i), f"Caroline: memory {i}", 1.0 - i / 10, vector=0.1 * i) for i in range(4)]
+    plan = plan_query("What did Caroline say?", NOW)
+    full = candidate_features(hits, plan, {"1": 1.0})
+    own = len(FEATURES) - FEATURES.index("sess_own_gap")
+    short = candidate_features(hits, plan, {"1": 1.0}, width=len(FEATURES) - own)
+    assert full.shape == (4, len(FEATURES)) and short.shape == (4, len(FEATURES) - own)
+    assert np.array_equal(short, full[:, :short.shape[1]])
