@@ -78,7 +78,7 @@ def featurise(set_name: str, cands: Sequence[Any], cfg: ScoringSettings, depth: 
     return out
 
 
-def load_sets(emb: Any, locomo: Path) -> dict[str, list[Query]]:
+def load_sets(emb: Any, locomo: Path, depth: int = DEPTH) -> dict[str, list[Query]]:
     from memctl.tune_retrieval import candidates
 
     cfg = ScoringSettings()
@@ -86,9 +86,9 @@ def load_sets(emb: Any, locomo: Path) -> dict[str, list[Query]]:
     sets: dict[str, list[Query]] = {}
     lo = candidates(locomo, LOCOMO_TUNE, emb, 2, cw, fixed_ids=True)
     for conv in LOCOMO_TUNE:
-        sets[conv] = featurise(conv, [c for c in lo if c[0].conversation_id == conv], cfg)
+        sets[conv] = featurise(conv, [c for c in lo if c[0].conversation_id == conv], cfg, depth)
     for name, d in ZH_DIRS.items():
-        sets[name] = featurise(name, candidates(d, None, emb, 2, cw, fixed_ids=True), cfg)
+        sets[name] = featurise(name, candidates(d, None, emb, 2, cw, fixed_ids=True), cfg, depth)
     return sets
 
 
