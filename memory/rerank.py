@@ -9,9 +9,13 @@ leaves every later hit where it was.
 
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
-candidate). The model is plain JSON (``rerank_model.json``, exported from scikit-learn's
-``HistGradientBoostingClassifier`` by ``python -m memctl.tune_retrieval --stage rerank``), evaluated
-here with numpy, so search never imports scikit-learn.
+candidate). The later ones read a candidate against the others (its session, its neighbour turns,
+its rank among every candidate, the top hits' terms, the question's Han bigrams:
+:mod:`memory.rerank_context`); a model reads a prefix of :data:`FEATURES`, and features past it
+are not computed, so a model fitted without them costs nothing more. The model is plain JSON
+(``rerank_model.json``, exported from scikit-learn's ``HistGradientBoostingClassifier`` by
+``python -m memctl.tune_retrieval --stage rerank``), evaluated here with numpy, so search never
+imports scikit-learn.
 
 Scores stay monotone with the new order: the re-ordered hits take the head's own scores, highest
 first, and the difference goes into ``breakdown.query`` (``score = alpha*sim + beta*decay +
@@ -34,6 +38,7 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
+from memory.rerank_context import CONTEXT_FEATURES, context_features
 from memory.scoring import han_share, keyword_visibility
 from memory.text import keyword_terms
 
@@ -46,7 +51,8 @@ FEATURES: tuple[str, ...] = (
     "q_han", "m_han", "visibility", "cover_turn", "cover_context", "cover_gain", "speaker_named",
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
-)
+) + CONTEXT_FEATURES
+_OWN = len(FEATURES) - len(CONTEXT_FEATURES)  # the features memory.rerank_context does not compute
 # A neighbour turn that is not among the candidates: farther than any real score gap.
 _ABSENT = 2.0
 
@@ -73,10 +79,13 @@ def _ranks(values: Sequence[float]) -> list[int]:
 
 
 def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
-                       bm25: Mapping[str, float | None]) -> np.ndarray:
+                       bm25: Mapping[str, float | None], pool: Sequence[SearchHit] | None = None,
+                       width: int | None = None) -> np.ndarray:
     """One row of :data:`FEATURES` per hit (hits in the order the fused score and rules gave).
 
-    ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match).
+    ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match);
+    ``pool`` is every candidate in that order (``hits`` its head; default: ``hits`` alone). ``width``:
+    only the first ``width`` features are needed (a model fitted on fewer; the rest are not computed).
     """
     n = len(hits)
     if not n:
@@ -103,6 +112,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     session_best = {st: max(scores[j] for j in idx) for st, idx in session.items()}
     contexts = [c if isinstance(c := h.record.metadata.extra.get("context"), str) else "" for h in hits]
     prev_gap, next_gap = [_ABSENT] * n, [_ABSENT] * n
+    neighbours: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
         if not contexts[i]:
             continue
@@ -110,6 +120,14 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
             if j != i and hits[j].record.content in contexts[i]:  # j is a turn just before i
                 prev_gap[i] = min(prev_gap[i], best_s - scores[j])
                 next_gap[j] = min(next_gap[j], best_s - scores[i])
+                neighbours[i].append(j)
+                neighbours[j].append(i)
+    if width is not None and width <= _OWN:  # a model that reads none of the listwise features
+        extra: list[tuple[float, ...]] = [()] * n
+    else:
+        pool = hits if pool is None else pool
+        pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
+        extra = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
     rows: list[tuple[float, ...]] = []
     for i, h in enumerate(hits):
         rec, b = h.record, bd[i]
@@ -129,7 +147,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
             float(plan.window is not None), float(plan.wants_time), st_time,
             float(plan.wants_current), float(plan.asks_past), asked, log_chars,
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
-            prev_gap[i], next_gap[i],
+            prev_gap[i], next_gap[i], *extra[i],
         ))
     return np.array(rows, dtype=float)
 
@@ -228,6 +246,8 @@ class RerankModel:
     def log_odds(self, x: np.ndarray) -> np.ndarray:
         """Log-odds per row of ``x`` (columns: :data:`FEATURES`, of which the model reads its own)."""
         x = np.ascontiguousarray(np.asarray(x, dtype=float)[:, :len(self.features)])
+        if x.shape[1] < len(self.features):
+            raise ValueError(f"the reranker reads {len(self.features)} features, got {x.shape[1]}")
         n, n_trees = len(x), len(self.trees)
         if not n_trees or not n:
             return np.full(n, self.baseline)
@@ -260,7 +280,7 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
     head, tail = list(hits[:model.depth]), list(hits[model.depth:])
     if len(head) < 2:
         return list(hits)
-    z = model.log_odds(candidate_features(head, plan, bm25))
+    z = model.log_odds(candidate_features(head, plan, bm25, hits, len(model.features)))
     order = sorted(range(len(head)), key=lambda i: (-z[i], i))
     slots = sorted((h.breakdown.score for h in head), reverse=True)
     out = []
