@@ -50,6 +50,9 @@ CFG = (3, 300, 0.1)
 TARGET = 0.0375
 IX_C = float(os.environ.get("J16_C", "0.3"))
 INNER = 4
+if os.environ.get("J16_SEED"):  # another assignment of authors to the 5 folds (noise of the comparison)
+    tj.CV_SEED = int(os.environ["J16_SEED"])
+SEED_TAG = f"_s{os.environ['J16_SEED']}" if os.environ.get("J16_SEED") else ""
 
 
 def load_31() -> list[dict[str, Any]]:
@@ -308,9 +311,9 @@ def compare() -> None:
         s, su = oof(d, variant)
         t, info, line = choose(d, s, su)
         res[variant] = {"threshold": t, **info}
-        np.savez(OUT / f"oof_{which}_{variant}_C{IX_C}.npz", s=s, su=su)
-        print(f"[{which} authors] {variant:5s} C={IX_C} {line}  ({time.time() - t0:.0f}s)", flush=True)
-    (OUT / f"compare_{which}_C{IX_C}.json").write_text(json.dumps(res, indent=1))
+        np.savez(OUT / f"oof_{which}_{variant}_C{IX_C}{SEED_TAG}.npz", s=s, su=su)
+        print(f"[{which} authors{SEED_TAG}] {variant:5s} C={IX_C} {line}  ({time.time() - t0:.0f}s)", flush=True)
+    (OUT / f"compare_{which}_C{IX_C}{SEED_TAG}.json").write_text(json.dumps(res, indent=1))
 
 
 def cvc() -> None:
@@ -340,6 +343,81 @@ def cvc() -> None:
         print(f"C={c}: log-loss {log_loss(yl, prob[lab], labels=[0, 1, 2]):.4f} AUC dup-vs-rest "
               f"{roc_auc_score(yl == 1, prob[lab, 1]):.4f} update-vs-rest {roc_auc_score(yl == 2, prob[lab, 2]):.4f} "
               f"same-vs-distinct {roc_auc_score(yl > 0, 1 - prob[lab, 0]):.4f}  ({time.time() - t0:.0f}s)", flush=True)
+
+
+def test() -> None:
+    """The test kinds (every fitting author's) and the blind set, scored once per variant by a model
+    fitted on the fit + choose kinds (+ older sets), at the threshold compare chose for it (J16_T_<variant>)."""
+    from memory.policy.judge import FEATURES, PairJudge, TreeModel
+    from memory.policy.paraphrase import get_paraphrase_scorer
+
+    d = load(os.environ.get("J16_SET", "27"))
+    para = get_paraphrase_scorer("all-MiniLM-L6-v2")
+    judge = PairJudge(TreeModel(FEATURES, 0.0, (), 0.5, 1.0, {}), paraphrase=para)
+    blind = tj._read(tj.BLIND)
+    for p in blind:
+        p.update(author="blind", source="blind", kind="blind:" + str(p["namespace"]).split("/")[0])
+    xb, vb = tj.featurize(blind, judge)
+    mb = np.zeros((len(blind), 768))
+    for i, p in enumerate(blind):
+        if _latin(p["existing"], p["incoming"]):
+            a, b = para.embed(p["existing"]), para.embed(p["incoming"])
+            mb[i] = np.concatenate([np.abs(a - b), a * b])
+    d["pairs"] = d["pairs"] + blind
+    d["x"], d["v"], d["m"] = np.vstack([d["x"], xb]), np.vstack([d["v"], vb]), np.vstack([d["m"], mb])
+    d["y"] = np.concatenate([d["y"], [0 if p["label"] == "distinct" else 1 for p in blind]])
+    d["y3"] = np.concatenate([d["y3"], [{"distinct": 0, "duplicate": 1, "conflict": 2}[p["label"]] for p in blind]])
+    d["part"] = np.concatenate([d["part"], ["blind"] * len(blind)])
+    d["author"] = np.concatenate([d["author"], ["blind"] * len(blind)])
+    d["corpus"] = np.concatenate([d["corpus"], np.zeros(len(blind), bool)])
+    tr, tr_u = np.isin(d["part"], ["fit", "choose"]), d["part_u"] != "test"
+    no_u = np.zeros(len(d["unrelated"]), bool)
+    for variant in os.environ.get("J16_VARIANTS", "base,ixm").split(","):
+        t = float(os.environ[f"J16_T_{variant}"])
+        for name, sc in (("test kinds", d["part"] == "test"), ("blind", d["part"] == "blind")):
+            s, _ = fit_score(d, variant, tr, tr_u, sc, no_u)
+            sel = [p for p, k in zip(d["pairs"], sc, strict=True) if k]
+            r = tj.rates(tj.outcomes(s, t, sel))
+            print(f"{variant:5s} {name:10s} t={t} n={len(sel)} {r['duplicate_merge_rate']}/{r['conflict_resolution_rate']}/"
+                  f"{r['distinct_false_merge_rate']} | {_wl_line(sel, s, t)}", flush=True)
+
+
+def cost() -> None:
+    """CPU per pair of what the candidates add at write time, on three corpus authors' pairs (J16_AUTHORS):
+    the interaction features (one (3 x D) matrix product over the pair vector the judge already has,
+    + MiniLM's pair vector for English pairs), the MiniLM token outputs (the same ONNX run as the pooled
+    vector: measured as a full run per text, what a write pays for a text not in the process's cache)
+    and the greedy token matching."""
+    from memory.policy.paraphrase import get_paraphrase_scorer
+
+    authors = os.environ.get("J16_AUTHORS", "a,b,c").split(",")
+    pairs = [p for a in authors for p in tj._read(tj.CORPUS / f"author_{a}.jsonl")]
+    eng = [p for p in pairs if _latin(p["existing"], p["incoming"])]
+    para = get_paraphrase_scorer("all-MiniLM-L6-v2")
+    assert para is not None
+    para.load()
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 2048 + 768))
+    t0 = time.process_time()
+    for p in eng:
+        _minilm_tokens(para, p["existing"]), _minilm_tokens(para, p["incoming"])
+    run_ms = (time.process_time() - t0) * 1000 / (2 * len(eng))
+    toks = [(_minilm_tokens(para, p["existing"])[1], _minilm_tokens(para, p["incoming"])[1]) for p in eng]
+    reps = 20
+    t0 = time.process_time()
+    for _ in range(reps):
+        for a, b in toks:
+            bertscore(a, b)
+    bs_ms = (time.process_time() - t0) * 1000 / (reps * len(toks))
+    pv = rng.normal(size=2048)
+    t0 = time.process_time()
+    for _ in range(reps):
+        for a, b in toks:
+            va, vb = a.mean(axis=0), b.mean(axis=0)
+            w @ np.concatenate([pv, np.abs(va - vb), va * vb])
+    ix_ms = (time.process_time() - t0) * 1000 / (reps * len(toks))
+    print(f"authors {authors}: {len(eng)} English pairs of {len(pairs)}; CPU ms: MiniLM run per text {run_ms:.2f}, "
+          f"token matching per pair {bs_ms:.3f}, interaction features per pair {ix_ms:.3f}", flush=True)
 
 
 def loao() -> None:
@@ -379,4 +457,4 @@ def loao() -> None:
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else "compare"
-    {"cache31": cache31, "minilm": minilm, "compare": compare, "loao": loao, "cvc": cvc}[cmd]()
+    {"cache31": cache31, "minilm": minilm, "compare": compare, "loao": loao, "cvc": cvc, "cost": cost, "test": test}[cmd]()
