@@ -6,6 +6,15 @@ the write judge's trees, and the four scored authors af..ai as fitting data.
     OMP_NUM_THREADS=1 python scripts/judge16_lab.py minilm      # MiniLM vectors of every English text
     OMP_NUM_THREADS=1 J16_SET=27 J16_VARIANTS=base,ix,ixm python scripts/judge16_lab.py compare
     OMP_NUM_THREADS=1 J16_SET=27 J16_VARIANTS=base,ix python scripts/judge16_lab.py loao
+    OMP_NUM_THREADS=1 J16_VARIANT=ix J16_CS=0.1,0.3,1,3 python scripts/judge16_lab.py cvc   # C by author CV
+    OMP_NUM_THREADS=1 J16_T_base=0.983128 J16_T_ixm=0.987278 python scripts/judge16_lab.py test  # test kinds, blind
+    OMP_NUM_THREADS=1 python scripts/judge16_lab.py cost        # CPU a write would add
+
+Variants: ``base`` (main's features), ``ix`` (stacked LR over the USE-m3 pair vector), ``ixm`` (+ MiniLM's
+pair vector for English pairs), ``mlp`` / ``mlpm`` (an MLP instead), ``bs`` (BERTScore-style token
+alignment from MiniLM's last_hidden_state), ``ix+bs``. J16_C = the regression's C (1 was chosen by
+``cvc``), J16_SEED = another assignment of authors to folds. Results (none shipped): the judge16 entry of
+``memctl/tune_judge_history.py``.
 
 The interaction model: a multinomial logistic regression (duplicate / update / distinct) over the
 pair vector the judge already computes (``memory.policy.judge_linear.pair_vector``: |u-v| and u*v of
