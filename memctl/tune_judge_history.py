@@ -162,7 +162,8 @@ C .1 / .3 / 1 / 3: C = 1). 5-fold by author over fit + choose (27 authors):
   C 1 .484 / .416 / .034 (AUC .8905); ``ixm`` .505 / .442 / .035 (AUC .8926; en .559/.477/.036 vs
   .543/.439/.036); another fold seed (7): base .492 / .405 / .035, ixm .449 / .381 / .030 — the update
   gain of seed one is noise. An MLP (64 hidden, 5-fold CV by author: AUC dup-vs-rest .822 vs LR .813,
-  same-vs-distinct .795-.803 vs .790) was not stacked: ~30 s a fit at load ~5, 25 fits a 5-fold run, 135 a leave-one-author-out.
+  same-vs-distinct .795-.803 vs .790) was not stacked: ~30 s a fit at load ~5, 25 fits a 5-fold run,
+  135 a leave-one-author-out.
 * leave-one-author-out (4,455, all kinds, each at its variant's threshold): base .521 / .430 / .036 (en
   .543/.454/.045, zh .456/.402/.029, mixed .581/.451/.038); ixm .509 / .444 / .035 (en .528/.461/.045,
   zh .446/.422/.032, mixed .570/.463/.026). Test kinds (604, once): base .478 / .396 / .014, ixm .454 /

@@ -288,7 +288,8 @@ def _wl_line(pairs: list[dict[str, Any]], s: np.ndarray, t: float) -> str:
     parts = []
     for lg in ("en", "zh", "mixed"):
         r = tj.rates(o for o, k in zip(outs, wl == lg, strict=True) if k)
-        parts.append(f"{lg} {r['duplicate_merge_rate']}/{r['conflict_resolution_rate']}/{r['distinct_false_merge_rate']}")
+        parts.append(f"{lg} {r['duplicate_merge_rate']}/{r['conflict_resolution_rate']}/"
+                     f"{r['distinct_false_merge_rate']}")
     return " ".join(parts)
 
 
@@ -387,8 +388,9 @@ def test() -> None:
             s, _ = fit_score(d, variant, tr, tr_u, sc, no_u)
             sel = [p for p, k in zip(d["pairs"], sc, strict=True) if k]
             r = tj.rates(tj.outcomes(s, t, sel))
-            print(f"{variant:5s} {name:10s} t={t} n={len(sel)} {r['duplicate_merge_rate']}/{r['conflict_resolution_rate']}/"
-                  f"{r['distinct_false_merge_rate']} | {_wl_line(sel, s, t)}", flush=True)
+            print(f"{variant:5s} {name:10s} t={t} n={len(sel)} {r['duplicate_merge_rate']}/"
+                  f"{r['conflict_resolution_rate']}/{r['distinct_false_merge_rate']} | {_wl_line(sel, s, t)}",
+                  flush=True)
 
 
 def cost() -> None:
@@ -466,4 +468,6 @@ def loao() -> None:
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else "compare"
-    {"cache31": cache31, "minilm": minilm, "compare": compare, "loao": loao, "cvc": cvc, "cost": cost, "test": test}[cmd]()
+    commands = {"cache31": cache31, "minilm": minilm, "compare": compare, "loao": loao, "cvc": cvc, "cost": cost,
+                "test": test}
+    commands[cmd]()
