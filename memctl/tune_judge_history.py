@@ -175,8 +175,9 @@ C .1 / .3 / 1 / 3: C = 1). 5-fold by author over fit + choose (27 authors):
   precision and recall, the worst-matched token of either side; -1 for pairs with CJK): 5-fold by author
   .514 / .412 / .035 (AUC .8870) vs .506 / .415 / .034; leave-one-author-out .520 / .427 / .036 (en
   .547/.454/.045, zh .451/.395/.032, mixed .581/.448/.032) vs .521 / .430 / .036. CPU: matching .04 ms a
-  pair; the token outputs come from the same ONNX run as the pooled vector (6.05 ms a text at load ~5.5), but the view cache
-  keeps only pooled vectors, so a stored neighbour's tokens would cost a MiniLM run per write. Not kept.
+  pair; the token outputs come from the same ONNX run as the pooled vector (6.05 ms a text at load ~5.5),
+  but the view cache keeps only pooled vectors, so a stored neighbour's tokens would cost a MiniLM run
+  per write. Not kept.
 * **af, ag, ah, ai as fitting data** (31 authors, 5,187 pairs; unrelated pairs redrawn): 5-fold by author
   its own rule picks t .988915: .459 / .388 / .030; leave-one-author-out .466 / .388 / .027 (en
   .487/.421/.030, zh .399/.338/.027, mixed .529/.433/.021). On the 27 earlier authors, leave-one-author-out
