@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory.errors import SchemaMismatch
+from memory.errors import SchemaMismatch, StoreCorrupt
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import MemoryMetadata, MemoryRecord, as_utc
 
@@ -88,6 +89,51 @@ def apply_migrations(conn: sqlite3.Connection, table: str,
             raise
 
 
+# Every table a store file of this package may hold: the store, its audit log, collection
+# registry, judge views and consolidation marks, and their migration tables.
+OWN_TABLES = frozenset({
+    "meta", "memories", "deletions", "memories_fts", "memories_vocab", "schema_migrations",
+    "audit_events", "audit_trash", "audit_migrations", "doc_collections", "doc_files", "doc_migrations",
+    "judge_views", "judge_view_blocks", "judge_view_keys", "judge_view_owners", "judge_view_migrations",
+    "consolidation_marks",
+})
+
+
+def refuse_foreign(path: str) -> None:
+    """Raise :class:`StoreCorrupt` when ``path`` is an SQLite database of another program.
+
+    Opening a file creates our tables in it (and switches it to WAL). Pointed by mistake at, say,
+    LangGraph's own ``SqliteStore`` or checkpointer file, a ``memctl search`` used to add a dozen
+    tables to that database and answer "no memories matched". A file that exists, holds tables
+    and none of ours is refused before anything is written; an empty or new file, a store of ours
+    (with or without tables of the user's own beside it) and a file that is no database at all
+    (reported by the normal open as damaged) pass. Read-only peek: one connection, no write.
+    """
+    if path == ":memory:":
+        return
+    p = Path(path).expanduser()
+    try:
+        if not p.is_file() or p.stat().st_size == 0:
+            return
+        uri = f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=10)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return  # unreadable or not a database: the normal open says what is wrong
+    tables = {n for n in names if not n.startswith("sqlite_")}
+    if not tables or tables & OWN_TABLES:
+        return
+    shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+    raise StoreCorrupt(
+        f"{path!r} is an SQLite database of another program (tables: {shown}), not a memory store; "
+        "nothing was written to it. Point MEMORY_PATH (or --path) at a new file, or at a store this "
+        "package created."
+    )
+
+
 def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connection:
     """A connection for a table kept beside the store (audit log, collection registry, judge views,
     consolidation marks): autocommit, usable from the worker threads, waiting up to 10 s for
@@ -95,7 +141,9 @@ def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connectio
     mode NORMAL cannot corrupt the file; it only skips an fsync per commit, so a power cut may lose
     the last events and a crash does not). ``secure_delete`` zeroes deleted rows in the file, for
     tables whose deletes promise the text is gone from the bytes on disk. Raises ``sqlite3.Error``:
-    each caller says what it was opening."""
+    each caller says what it was opening; :class:`StoreCorrupt` for another program's database
+    (:func:`refuse_foreign`)."""
+    refuse_foreign(path)
     if path != ":memory:":
         Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)

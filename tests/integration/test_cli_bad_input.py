@@ -76,3 +76,62 @@ def test_add_id_of_another_namespace_is_refused(store: tuple[Path, str]) -> None
     assert code == 2 and "already used by a memory in another namespace" in out, out
     code, out = _run(path, "get", rid, "--json")
     assert '"namespace": "user_profile/u1"' in out and "Prefers bar charts" in out
+
+
+def _foreign_db(path: Path) -> bytes:
+    """A database another program made (the tables LangGraph's SqliteStore creates), with a row."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE store (prefix TEXT, key TEXT, value TEXT, PRIMARY KEY (prefix, key));"
+        "CREATE TABLE store_migrations (v INTEGER PRIMARY KEY);"
+        "INSERT INTO store VALUES ('user.u1', 'k1', '{\"pref\": \"dark mode\"}');")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("args", [["search", "dark mode", "--ns", "user_profile/u1"], ["list", "--ns", "user_profile"],
+                                  ["stats"], ["add", "likes tea", "--ns", "user_profile/u1"], ["audit"]])
+def test_another_programs_database_is_refused_untouched(tmp_path: Path, args: list[str]) -> None:
+    """Pointed by mistake at another program's SQLite file (e.g. LangGraph's own SqliteStore),
+    memctl used to add its tables to it and answer "no memories matched"."""
+    import sqlite3
+
+    path = tmp_path / "langgraph.sqlite"
+    before = _foreign_db(path)
+    code, out = _run(path, *args)
+    assert code != 0, out
+    assert "another program" in out and "MEMORY_PATH" in out and "Traceback" not in out, out
+    assert path.read_bytes() == before  # not a byte written (no tables, no WAL switch)
+    assert not Path(str(path) + "-wal").exists()
+    conn = sqlite3.connect(path)
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} == {
+        "store", "store_migrations"}
+    conn.close()
+
+
+def test_api_refuses_another_programs_database_and_keeps_own_stores_open(tmp_path: Path) -> None:
+    import sqlite3
+
+    from memory.errors import StoreCorrupt
+    from memory.policy.audit import AuditLog
+
+    foreign = tmp_path / "other.sqlite"
+    before = _foreign_db(foreign)
+    with pytest.raises(StoreCorrupt, match="another program"):
+        MemoryService.from_settings(MemorySettings(path=str(foreign)))
+    with pytest.raises(StoreCorrupt, match="another program"):
+        AuditLog(str(foreign))
+    assert foreign.read_bytes() == before
+    # A store of ours with a table of the user's own beside it still opens, and keeps both.
+    own = tmp_path / "own.sqlite"
+    with MemoryService.from_settings(MemorySettings(path=str(own))) as svc:
+        svc.write("Prefers bar charts", "user_profile/u1")
+    conn = sqlite3.connect(own)
+    conn.execute("CREATE TABLE my_notes (t TEXT)")
+    conn.commit()
+    conn.close()
+    with MemoryService.from_settings(MemorySettings(path=str(own))) as svc:
+        assert [r.content for r in svc.list("user_profile/u1")] == ["Prefers bar charts"]
