@@ -90,12 +90,13 @@ def apply_migrations(conn: sqlite3.Connection, table: str,
 
 
 # Every table a store file of this package may hold: the store, its audit log, collection
-# registry, judge views and consolidation marks, and their migration tables.
+# registry, judge views and consolidation marks, their migration tables, and the tables that may
+# be kept in the same file (the cross-process transcript, the write-behind journal, the outbox).
 OWN_TABLES = frozenset({
     "meta", "memories", "deletions", "memories_fts", "memories_vocab", "schema_migrations",
     "audit_events", "audit_trash", "audit_migrations", "doc_collections", "doc_files", "doc_migrations",
     "judge_views", "judge_view_blocks", "judge_view_keys", "judge_view_owners", "judge_view_migrations",
-    "consolidation_marks",
+    "consolidation_marks", "group_transcript", "pending_writes", "ops", "dead",
 })
 
 
