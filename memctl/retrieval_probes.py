@@ -3,8 +3,8 @@
     python -m memctl.retrieval_probes [--locomo ../shared/data/locomo] [--minilm] [--cache /tmp/emb.pkl]
 
 Each probe prints R@5 / R@10 / MRR next to the shipped search on the same store (conv-26, -30,
--41, -42, -43; the held-out conversations are never loaded), so the README's "tried, did not
-help" lines can be reproduced:
+-41, -42, -43; the held-out conversations are never loaded), so the "tried, did not help" lines
+of MEASUREMENTS.md can be reproduced:
 
 * ``expand-terms``: multi-hop candidate expansion, the keyword terms of the first three hits
   (not in the question) feed a second search; its scores are added with weight ``lam``.

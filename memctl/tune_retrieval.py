@@ -70,7 +70,7 @@ from memory.settings import ScoringSettings  # noqa: E402
 
 TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
 ZH_EN = Path(__file__).resolve().parents[1] / "tests" / "data" / "zh_en"
-ZH_EN_REFERENCE = {"R@10": 0.952, "MRR": 0.669}  # README, before query rules and content weighting
+ZH_EN_REFERENCE = {"R@10": 0.952, "MRR": 0.669}  # MEASUREMENTS.md, before query rules and content weighting
 # zh/en conversations the fusion is fitted on (drawn as every other id before looking at results);
 # zh-en-02/04/06 are reported as the held-out part.
 ZH_EN_TUNE = ("zh-en-01", "zh-en-03", "zh-en-05")

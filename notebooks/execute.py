@@ -4,7 +4,7 @@
 
 ``SMALL=1`` (one LoCoMo conversation per split, 40 dedupe pairs, tiny benchmark sizes), offline,
 plots inline (``%matplotlib inline``: the PNGs are saved in the notebook). Unset ``SMALL`` in a
-notebook's environment for the full figures the README quotes.
+notebook's environment for the full figures the README and MEASUREMENTS.md quote.
 """
 
 from __future__ import annotations

@@ -57,7 +57,15 @@ def make_cache() -> None:
 
 
 def load() -> dict[str, Any]:
-    d = pickle.loads(CACHE.read_bytes())
+    d = annotate(pickle.loads(CACHE.read_bytes()))
+    d["lang"] = np.array([p["lang"] for p in d["pairs"]])
+    d["label"] = np.array([p["label"] for p in d["pairs"]])
+    return d
+
+
+def annotate(d: dict[str, Any]) -> dict[str, Any]:
+    """Split part, author and same-fact label per pair (and per unrelated pair) of a feature cache
+    (also used by scripts/judge16_lab.py)."""
     split = json.loads((tj.CORPUS / "split.json").read_text(encoding="utf-8"))
     part = {k: name for name in ("fit", "choose", "test") for k in split[name]}
     d["part"] = np.array([part.get(p["kind"], "fit") for p in d["pairs"]])
@@ -65,8 +73,6 @@ def load() -> dict[str, Any]:
     d["author"] = np.array([str(p.get("author")) for p in d["pairs"]])
     d["author_u"] = np.array([str(p.get("author")) for p in d["unrelated"]])
     d["y"] = np.array([0 if p["label"] == "distinct" else 1 for p in d["pairs"]])
-    d["lang"] = np.array([p["lang"] for p in d["pairs"]])
-    d["label"] = np.array([p["label"] for p in d["pairs"]])
     return d
 
 

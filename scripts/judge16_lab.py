@@ -152,14 +152,9 @@ def bertscore(ta: np.ndarray, tb: np.ndarray) -> list[float]:
 
 
 def load(which: str) -> dict[str, Any]:
-    d = pickle.loads((BASE27 if which == "27" else C31).read_bytes())
-    split = json.loads((tj.CORPUS / "split.json").read_text(encoding="utf-8"))
-    part = {k: name for name in ("fit", "choose", "test") for k in split[name]}
-    d["part"] = np.array([part.get(p["kind"], "fit") for p in d["pairs"]])
-    d["part_u"] = np.array([part.get(p["kind"], "fit") for p in d["unrelated"]])
-    d["author"] = np.array([str(p.get("author")) for p in d["pairs"]])
-    d["author_u"] = np.array([str(p.get("author")) for p in d["unrelated"]])
-    d["y"] = np.array([0 if p["label"] == "distinct" else 1 for p in d["pairs"]])
+    from judge14_lab import annotate  # scripts/ is on sys.path when this file runs
+
+    d = annotate(pickle.loads((BASE27 if which == "27" else C31).read_bytes()))
     d["y3"] = np.array([{"distinct": 0, "duplicate": 1, "conflict": 2}[p["label"]] for p in d["pairs"]])
     d["corpus"] = np.array([p["source"] == "corpus" for p in d["pairs"]])
     d["corpus_u"] = np.array([p["of"] == "corpus" for p in d["unrelated"]])
