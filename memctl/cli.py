@@ -53,15 +53,25 @@ def _citation(h: SearchHit) -> str | None:
     return citation(h.record)
 
 
-def _hits_table(hits: list[SearchHit]) -> Table:
+# Below this console width the score breakdown columns leave the content a few characters a
+# line (an 80-column pipe showed "I / pref / er / dark"); the table then shows the score only,
+# and `--json` keeps every part of the breakdown.
+WIDE_TABLE = 120
+
+
+def _hits_table(hits: list[SearchHit], width: int) -> Table:
+    parts = ("sim", "vec", "kw", "decay", "boost") if width >= WIDE_TABLE else ()
     t = Table(show_lines=False)
-    for col in ("#", "score", "sim", "vec", "kw", "decay", "boost", "namespace", "content"):
-        t.add_column(col, overflow="fold")
+    for col in ("#", "score", *parts):
+        t.add_column(col, no_wrap=True)
+    t.add_column("namespace", overflow="fold")
+    t.add_column("content", overflow="fold", ratio=1, min_width=20)
     t.add_column("id", no_wrap=True, min_width=12)  # whole, so it can be copied into get/history/delete
     for i, h in enumerate(hits, 1):
         b = h.breakdown
-        t.add_row(str(i), f"{b.score:.3f}", f"{b.sim:.3f}", f"{b.vector:.3f}", f"{b.keyword:.3f}",
-                  f"{b.decay:.3f}", f"{b.boost:.2f}", "/".join(h.record.namespace),
+        values = {"sim": f"{b.sim:.3f}", "vec": f"{b.vector:.3f}", "kw": f"{b.keyword:.3f}",
+                  "decay": f"{b.decay:.3f}", "boost": f"{b.boost:.2f}"}
+        t.add_row(str(i), f"{b.score:.3f}", *(values[c] for c in parts), "/".join(h.record.namespace),
                   " ".join(filter(None, (_citation(h), h.record.content[:120]))), h.record.id[:12])
     return t
 
@@ -120,7 +130,7 @@ def search(
     min_score: Annotated[float | None, typer.Option(help="Drop hits below this score")] = None,
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print hits as JSON")] = False,
 ) -> None:
-    """Hybrid search with the score breakdown of each hit (recorded in the audit log like any search)."""
+    """Hybrid search with the score breakdown of each hit (--json, or a console 120+ wide; recorded in the audit log)."""
     from memory.namespace import ns_key, parse_namespaces
     from memory.policy.audit import AuditEvent
     from memory.records import utcnow
@@ -138,7 +148,7 @@ def search(
     elif not hits:
         out.print("no memories matched")
     else:
-        out.print(_hits_table(hits))
+        out.print(_hits_table(hits, out.width))
 
 
 @app.command()

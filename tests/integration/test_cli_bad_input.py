@@ -135,3 +135,21 @@ def test_api_refuses_another_programs_database_and_keeps_own_stores_open(tmp_pat
     conn.close()
     with MemoryService.from_settings(MemorySettings(path=str(own))) as svc:
         assert [r.content for r in svc.list("user_profile/u1")] == ["Prefers bar charts"]
+
+
+def test_search_table_keeps_content_readable_in_a_narrow_console(store: tuple[Path, str]) -> None:
+    """An 80-column console (a pipe) used to get the ten-column breakdown with the content folded
+    to a few characters a line; it now gets the score only (the breakdown stays in --json)."""
+    from rich.console import Console
+
+    from memctl.cli import _hits_table
+
+    with MemoryService.from_settings(MemorySettings(path=str(store[0]))) as svc:
+        hits = svc.search("bar charts", "user_profile/u1")
+    assert hits
+    for width, breakdown in ((80, False), (150, True)):
+        con = Console(width=width, record=True)
+        con.print(_hits_table(hits, con.width))
+        text = con.export_text()
+        assert "Prefers bar charts" in text, text  # on one line, not folded
+        assert ("decay" in text) == breakdown, text
