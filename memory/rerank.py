@@ -38,9 +38,8 @@ import numpy as np
 from memory.errors import InvalidConfig
 from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
-from memory.rerank_context import CONTEXT_FEATURES, context_features
+from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, terms
 from memory.scoring import han_share, keyword_visibility
-from memory.text import keyword_terms
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
 
@@ -53,20 +52,13 @@ FEATURES: tuple[str, ...] = (
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
 ) + CONTEXT_FEATURES
 _OWN = len(FEATURES) - len(CONTEXT_FEATURES)  # the features memory.rerank_context does not compute
-# A neighbour turn that is not among the candidates: farther than any real score gap.
-_ABSENT = 2.0
-
-
-@lru_cache(maxsize=65536)
-def _terms(text: str) -> frozenset[str]:
-    return frozenset(keyword_terms(text))
 
 
 @lru_cache(maxsize=65536)
 def _content(text: str) -> tuple[float, frozenset[str], float, float, float]:
     """What the features read from a memory's own text, once per text (candidates recur across the
     searches of one user): Han share, keyword terms, states a time, share asked, log length."""
-    return han_share(text), _terms(text), float(states_time(text)), asks(text), math.log1p(len(text))
+    return han_share(text), terms(text), float(states_time(text)), asks(text), math.log1p(len(text))
 
 
 def _ranks(values: Sequence[float]) -> list[int]:
@@ -91,7 +83,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if not n:
         return np.zeros((0, len(FEATURES)))
     q = plan.text
-    qt = _terms(q)
+    qt = terms(q)
     qh = han_share(q)
     named = named_speakers(hits, q)
     bd = [h.breakdown for h in hits]
@@ -111,7 +103,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
         session.setdefault(st, []).append(i)
     session_best = {st: max(scores[j] for j in idx) for st, idx in session.items()}
     contexts = [c if isinstance(c := h.record.metadata.extra.get("context"), str) else "" for h in hits]
-    prev_gap, next_gap = [_ABSENT] * n, [_ABSENT] * n
+    prev_gap, next_gap = [ABSENT] * n, [ABSENT] * n
     neighbours: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
         if not contexts[i]:
@@ -133,7 +125,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
         rec, b = h.record, bd[i]
         mh, tt, st_time, asked, log_chars = _content(rec.content)
         ctx = rec.metadata.extra.get("context")
-        ct = _terms(ctx) if isinstance(ctx, str) and ctx else frozenset()
+        ct = terms(ctx) if isinstance(ctx, str) and ctx else frozenset()
         cover_t = len(qt & tt) / len(qt) if qt else 0.0
         cover_c = len(qt & (tt | ct)) / len(qt) if qt else 0.0
         speaker = rec.metadata.extra.get("speaker")

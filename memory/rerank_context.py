@@ -15,7 +15,7 @@ the best, coverage of the question). The features here read it against the other
   keyword channels disagree on the candidate.
 
 Everything comes from what search already holds (texts, scores, timestamps); texts are read once
-per process through caches shared with :mod:`memory.rerank`.
+per process through caches shared with :mod:`memory.rerank` (:func:`terms`).
 """
 
 from __future__ import annotations
@@ -36,13 +36,17 @@ CONTEXT_FEATURES: tuple[str, ...] = (
     "bm25_rank_all", "n_all", "bigram_turn", "bigram_context", "dv_rank_diff", "dv_rel_diff", "sess_cover",
     "nb_cover", "hop_terms", "hop_share", "hop_names",
 )
-_ABSENT = 2.0  # as memory.rerank: a neighbour not among the candidates
+# A neighbour turn that is not among the candidates: farther than any real score gap (also
+# memory.rerank's single-step gaps).
+ABSENT = 2.0
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 _SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
 
 
 @lru_cache(maxsize=65536)
-def _terms(text: str) -> frozenset[str]:
+def terms(text: str) -> frozenset[str]:
+    """A text's keyword terms, once per text for both feature modules (candidates recur across the
+    searches of one user)."""
     return frozenset(keyword_terms(text))
 
 
@@ -59,7 +63,7 @@ def _bigrams(text: str) -> frozenset[str]:
     """Two-character Han terms (keyword_terms emits each CJK run's bigrams and unigrams)."""
     if text.isascii():
         return frozenset()
-    return frozenset(t for t in _terms(text) if len(t) == 2 and all("\u3400" <= c <= "\u9fff" for c in t))
+    return frozenset(t for t in terms(text) if len(t) == 2 and all("\u3400" <= c <= "\u9fff" for c in t))
 
 
 def _count_above(values: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -94,18 +98,18 @@ def context_features(head: Sequence[SearchHit], pool: Sequence[SearchHit], query
         sessions.setdefault(st, []).append(s)
     s_best = {st: max(v) for st, v in sessions.items()}
     s_mean = {st: sum(v) / len(v) for st, v in sessions.items()}
-    qt = _terms(query)
+    qt = terms(query)
     nq = len(qt) or 1
     # Question terms the candidate turns of one session cover together (a conversation about the
     # thing asked, not one turn that happens to share a word).
     s_terms: dict[float, set[str]] = {}
     for h, st in zip(head, stamps, strict=True):
-        s_terms.setdefault(st, set()).update(qt & _terms(h.record.content))
+        s_terms.setdefault(st, set()).update(qt & terms(h.record.content))
     s_cover = {st: len(v) / nq for st, v in s_terms.items()}
     qb = _bigrams(query)
     speakers = frozenset(w.lower() for h in head if isinstance(s := h.record.metadata.extra.get("speaker"), str)
                          for w in s.split())
-    top_t = [_terms(h.record.content) - qt - speakers for h in head[:3]]
+    top_t = [terms(h.record.content) - qt - speakers for h in head[:3]]
     top_n = [_names(h.record.content) - qt - speakers for h in head[:3]]
     # The other top hits' terms: a top hit is not compared with itself.
     hop_t = [frozenset().union(*(t for j, t in enumerate(top_t) if j != i)) for i in range(min(n, 3))]
@@ -115,12 +119,12 @@ def context_features(head: Sequence[SearchHit], pool: Sequence[SearchHit], query
     for i, h in enumerate(head):
         text = h.record.content
         ht, hn = (hop_t[i], hop_n[i]) if i < 3 else (all_t, all_n)
-        shared = len(_terms(text) & ht)
+        shared = len(terms(text) & ht)
         nb = neighbours[i]
-        nb_v = best_v - max(vecs[j] for j in nb) if nb else _ABSENT
+        nb_v = best_v - max(vecs[j] for j in nb) if nb else ABSENT
         nb_k = max(raw[j] for j in nb) / best_k if nb else 0.0
-        own = qt & _terms(text)
-        nb_cover = len(own.union(*(qt & _terms(head[j].record.content) for j in nb))) / nq if nb else len(own) / nq
+        own = qt & terms(text)
+        nb_cover = len(own.union(*(qt & terms(head[j].record.content) for j in nb))) / nq if nb else len(own) / nq
         if qb:
             bt = _bigrams(text)
             b_turn = len(qb & bt) / len(qb)

@@ -100,6 +100,12 @@ OWN_TABLES = frozenset({
 })
 
 
+# Files this process has already found to be stores of ours: the backend and each side table
+# (audit log, collections, consolidation marks) open the same file, and one peek is enough.
+# Keyed by path and inode, so a file replaced under the same name is looked at again.
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
 def refuse_foreign(path: str) -> None:
     """Raise :class:`StoreCorrupt` when ``path`` is an SQLite database of another program.
 
@@ -114,9 +120,14 @@ def refuse_foreign(path: str) -> None:
         return
     p = Path(path).expanduser()
     try:
-        if not p.is_file() or p.stat().st_size == 0:
+        st = p.stat() if p.is_file() else None
+        if st is None or st.st_size == 0:
             return
-        uri = f"file:{urllib.parse.quote(str(p.resolve()))}?mode=ro"
+        real = str(p.resolve())
+        key = (real, st.st_dev, st.st_ino)
+        if key in _VERIFIED:
+            return
+        uri = f"file:{urllib.parse.quote(real)}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=10)
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -125,7 +136,10 @@ def refuse_foreign(path: str) -> None:
     except (OSError, sqlite3.Error):
         return  # unreadable or not a database: the normal open says what is wrong
     tables = {n for n in names if not n.startswith("sqlite_")}
-    if not tables or tables & OWN_TABLES:
+    if tables & OWN_TABLES:
+        _VERIFIED.add(key)
+        return
+    if not tables:
         return
     shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
     raise StoreCorrupt(
