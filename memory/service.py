@@ -394,6 +394,10 @@ class MemoryService:
         flt = dict(filter) if filter else None
         now = _now(now)
         vec = self.embedder.embed_query(query.strip())
+        if cfg.query_adapter:  # a learned per-dimension scale of the question vector (memory.query_adapter)
+            from memory.query_adapter import adapt
+
+            vec = adapt(vec, self.embedder.name)
         cands = self.backend.query(
             MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
                         limit=max(k, cfg.candidates), now=now)
