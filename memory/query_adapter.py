@@ -17,13 +17,16 @@ Fitted by ``python scripts/dense_adapter_lab.py --write`` (numpy only).
 from __future__ import annotations
 
 import json
+import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from memory.errors import InvalidConfig
+from memory.query import _mentions
 
 ADAPTER_PATH = Path(__file__).with_name("query_adapter.json")
 
@@ -78,3 +81,24 @@ def adapt(vec: np.ndarray, model: str, adapter: QueryAdapter | None = None) -> n
     if a.model != model or a.scale.size != np.asarray(vec).size:
         return vec
     return a.apply(vec)
+
+
+def without_speakers(query: str, speakers: Iterable[object]) -> str | None:
+    """The question without the names of the given speakers it mentions (and their "'s"), or None.
+
+    A speaker's name in a question ("What did Caroline paint?") pulls its vector towards every turn
+    that greets or mentions that person rather than the turn about the painting; the keyword channel
+    and the speaker rule (memory.query) still read the name. None: no speaker named, or nothing left.
+    """
+    low = query.casefold()
+    names = sorted({s for s in speakers if isinstance(s, str) and s.strip() and _mentions(low, s.casefold())},
+                   key=len, reverse=True)
+    if not names:
+        return None
+    out = query
+    for n in names:
+        # ASCII names whole-word (as memory.query reads them), CJK names as substrings.
+        pat = rf"(?<!\w){re.escape(n)}(?:'s|’s)?(?!\w)" if n.isascii() else re.escape(n)
+        out = re.sub(pat, " ", out, flags=re.IGNORECASE)
+    out = " ".join(out.split())
+    return out if out and out != " ".join(query.split()) else None

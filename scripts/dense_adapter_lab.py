@@ -101,7 +101,7 @@ def fmt(m: tuple[float, float, float]) -> str:
 
 
 # ----------------------------------------------------------------------------- which text
-def text_variants(convs: list[Conv]) -> None:
+def text_variants(convs: list[Conv], zh: dict[str, list[Conv]] | None = None) -> None:
     variants: dict[str, Any] = {f"turn+{w}*context": (lambda cv, q, w=w: unit(q) @ stored(cv, w).T)
                                 for w in (0.0, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)}
     variants["max(turn, turn+.4ctx)"] = lambda cv, q: np.maximum(q @ unit(cv.c).T, q @ stored(cv).T)
@@ -111,7 +111,11 @@ def text_variants(convs: list[Conv]) -> None:
             lambda cv, q, a=a: q @ unit(cv.c).T + a * np.maximum(0, q @ unit(cv.x).T - q @ unit(cv.c).T))
     for name, f in variants.items():
         ranks = [r for cv in convs for r in ranks_from_scores(f(cv, cv.q), cv.ev)]
-        print(f"dense {name:32} {fmt(metrics(ranks))}", flush=True)
+        line = f"dense {name:32} LoCoMo tuning {fmt(metrics(ranks))}"
+        if zh:
+            mrr = {k: metrics([r for cv in v for r in ranks_from_scores(f(cv, cv.q), cv.ev)])[2] for k, v in zh.items()}
+            line += "; zh/en MRR " + " ".join(f"{k} {m:.3f}" for k, m in mrr.items())
+        print(line, flush=True)
 
 
 # ----------------------------------------------------------------------------- adapter
@@ -158,7 +162,7 @@ def fit(b: Batch, kind: str, lam: float, tau: float = 0.05, rank: int = 32, step
     elif kind == "diag":
         p = {"diag": np.zeros(dim, np.float32)}
     else:
-        p = {"u": rng.normal(0, 0.01, (dim, rank)).astype(np.float32), "v": rng.normal(0, 0.01, (dim, rank)).astype(np.float32)}
+        p = {k: rng.normal(0, 0.01, (dim, rank)).astype(np.float32) for k in ("u", "v")}
     mom = {k: np.zeros_like(v) for k, v in p.items()}
     vel = {k: np.zeros_like(v) for k, v in p.items()}
     for t in range(1, steps + 1):
@@ -382,6 +386,35 @@ def write_adapter(loco: list[Conv], zh: dict[str, list[Conv]], emb: DiskCachedEm
     print(f"wrote {ADAPTER_PATH} (scale min {a.scale.min():.3f} max {a.scale.max():.3f})")
 
 
+class StripSpeakers:
+    """Questions embedded without the names of the stores' speakers (``--strip-speakers``): the name pulls the
+    question towards every turn that greets or mentions that person. Documents unchanged; keywords still see it."""
+
+    def __init__(self, inner: DiskCachedEmbedder, names: Sequence[str]):
+        import re
+
+        self.inner, self.name, self.dim, self.cache = inner, inner.name, inner.dim, inner.cache
+        alt = "|".join(map(re.escape, sorted(set(names), key=len, reverse=True)))
+        self._re = re.compile(r"\b(" + alt + r")('s)?\b")
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        out = " ".join(self._re.sub("", text).split())
+        return self.inner.embed_query(out or text)
+
+    def save(self) -> None:
+        self.inner.save()
+
+
+def all_speakers(locomo: Path) -> list[str]:
+    names = {t.speaker for ts in load_dataset(locomo)[0].values() for t in ts}
+    for d in ZH.values():
+        names |= {t.speaker for ts in load_dataset(d)[0].values() for t in ts}
+    return sorted(n for n in names if n and n != "Assistant")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--locomo", type=Path, required=True)
@@ -391,20 +424,24 @@ def main() -> None:
     ap.add_argument("--grid", default="diag:0.001,diag:0.01,full:0.01")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--loco-only", action="store_true")
+    ap.add_argument("--strip-speakers", action="store_true", help="embed questions without the speakers' names")
     ap.add_argument("--write", action="store_true", help="fit on every fitting set and write memory/query_adapter.json")
     args = ap.parse_args()
     from memory.embeddings import get_embedder
     from memory.settings import MemorySettings
 
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
+    if args.strip_speakers:
+        emb = StripSpeakers(emb, all_speakers(args.locomo))  # type: ignore[assignment]
     loco = load(args.locomo, TUNE, emb, None)
     if args.part in ("text", "both"):
-        text_variants(loco)
+        text_variants(loco, {k: load(d, None, emb, k) for k, d in ZH.items()})
     if args.part in ("adapter", "both", "pipeline", "rerank"):
         zh = {k: load(d, None, emb, k) for k, d in ZH.items()}
         emb.save()
         # --grid "diag:0.001,full:0.01" (kind:lam pairs); --loco-only fits on LoCoMo conversations alone
-        grid = [{"kind": k, "lam": float(v), "steps": args.steps} for k, v in (p.split(":") for p in args.grid.split(","))]
+        grid = [{"kind": k, "lam": float(v), "steps": args.steps}
+                for k, v in (p.split(":") for p in args.grid.split(","))]
         if args.write:
             write_adapter(loco, zh, emb, grid[0])
         elif args.part == "rerank":

@@ -39,7 +39,8 @@ def test_other_models_and_sizes_are_left_alone():
 
 
 @pytest.mark.parametrize("body", ["not json", '{"model": "m", "dim": 2}', '{"model": "m", "dim": 3, "scale": [1, 2]}',
-                                  '{"model": "m", "dim": 2, "scale": [0, 0]}', '{"model": "m", "dim": 2, "scale": [1, NaN]}'])
+                                  '{"model": "m", "dim": 2, "scale": [0, 0]}',
+                                  '{"model": "m", "dim": 2, "scale": [1, NaN]}'])
 def test_a_broken_adapter_file_is_a_config_error_that_says_what_to_do(tmp_path, body):
     p = tmp_path / "query_adapter.json"
     p.write_text(body, encoding="utf-8")
@@ -67,5 +68,42 @@ def test_search_scores_the_vector_channel_with_the_adapted_query_only_when_switc
     q_on = adapt(raw, service.embedder.name)
     for content, v in vector_scores(True).items():
         assert v == pytest.approx(max(0.0, float(stored[content] @ q_on)), abs=1e-4)
+    for content, v in vector_scores(False).items():
+        assert v == pytest.approx(max(0.0, float(stored[content] @ raw)), abs=1e-4)
+
+
+def test_without_speakers_drops_only_the_named_speakers_whole_words():
+    from memory.query_adapter import without_speakers
+
+    assert without_speakers("What did Caroline paint for the shelter?", {"Caroline", "Melanie", None}) == \
+        "What did paint for the shelter?"
+    assert without_speakers("What is caroline's identity?", ["Caroline"]) == "What is identity?"
+    assert without_speakers("What does John like?", ["Jon", "Gina"]) is None  # "Jon" is not in "John"
+    assert without_speakers("王芳现在负责什么？", ["王芳", "Assistant"]) == "现在负责什么？"
+    assert without_speakers("Caroline", ["Caroline"]) is None  # nothing would be left to embed
+    assert without_speakers("Where did they go?", ["Caroline"]) is None
+
+
+def test_search_embeds_the_question_without_speaker_names_only_when_switched_on(service):
+    for speaker, text in (("Caroline", "Hey Melanie! I went to a LGBTQ support group yesterday."),
+                          ("Melanie", "Caroline, that is great! We went camping with the kids."),
+                          ("Caroline", "I am saving up to study counselling next year.")):
+        service.write(f"{speaker}: {text}", ("eval", "c"), {"type": "conversation", "extra": {"speaker": speaker}},
+                      now=NOW)
+    question = "When did Caroline go to the support group?"
+    recs = service.list(("eval", "c"))
+    stored = {r.content: v for r, v in zip(recs, service.embed_records(recs), strict=True)}
+
+    def vector_scores(on: bool) -> dict[str, float]:
+        cfg = service.settings.scoring.model_copy(update={"strip_speakers": on, "rerank": False})
+        service.settings = service.settings.model_copy(update={"scoring": cfg})
+        hits = service.search(question, ("eval", "c"), top_k=3, min_score=float("-inf"), min_sim=0.0, now=NOW)
+        return {h.record.content: h.breakdown.vector for h in hits}
+
+    bare = service.embedder.embed_query("When did go to the support group?")
+    raw = service.embedder.embed_query(question)
+    assert float(bare @ raw) < 0.99
+    for content, v in vector_scores(True).items():
+        assert v == pytest.approx(max(0.0, float(stored[content] @ bare)), abs=1e-4)
     for content, v in vector_scores(False).items():
         assert v == pytest.approx(max(0.0, float(stored[content] @ raw)), abs=1e-4)
