@@ -1,7 +1,8 @@
 """Dense-channel experiments of stop 29 (issue 16): a learned query adapter and which text the vector sees.
 
     HF_HUB_OFFLINE=1 nice -n 5 .venv/bin/python scripts/dense_adapter_lab.py --locomo ../shared/data/locomo \
-        [--cache /tmp/emb.pkl] [--part text|adapter|both]
+        [--cache /tmp/emb.pkl] [--part text|adapter|both|pipeline|rerank] [--grid diag:0.0001] [--strip-speakers]
+        [--write]
 
 Loads only the LoCoMo *tuning* half (conv-26/30/41/42/43) and the zh/en sets zh_en ... zh_en_9, embeds every turn
 and its retrieval context separately (the stored vector is ``normalise(turn + context_weight * context)``,
@@ -13,6 +14,12 @@ dense channel, no decay or query rules), so many variants can be scored without 
   question's 50 nearest turns plus its evidence (the hard negatives), ridge-penalised (``lam * |A|^2``), full,
   low-rank or diagonal ``A``. Leave-one-conversation-out on LoCoMo tuning (fit on 4, score the 5th) and
   leave-one-set-out on the zh/en sets, each fitted with the other LoCoMo conversations and zh/en sets.
+* ``pipeline``: the shipped search (hybrid = with the shipped reranker, linear, dense) with each held-out
+  conversation's / set's adapter against the same search without it.
+* ``rerank``: the reranker refitted leave-one-set-out (shipped grid point and features) on candidates found
+  with vs without the adapter: would a refit that sees the adapter beat the shipped one out of set?
+* ``--strip-speakers``: every question is embedded without the speakers' names (``scoring.strip_speakers``).
+* ``--write``: fit on every fitting set and write ``memory/query_adapter.json`` (the shipped file, lam 1e-4).
 """
 
 from __future__ import annotations
