@@ -15,6 +15,10 @@ of MEASUREMENTS.md can be reproduced:
 * ``session-keywords``: the session's 20 most distinctive terms (tf-idf over the conversation's
   sessions) added to each turn's retrieval context, as a session summary would be.
 * ``candidates``: 100 / 200 candidates per channel instead of 50.
+* ``answer-type`` (``--answer-type``): a question asking for a place ("which city / country / state",
+  "where"), a number ("how many / much / long / old") or a title ("what book / movie / game") lifts the
+  candidates whose turn holds one (a capitalised word that does not start a sentence and is not the
+  speaker; a digit or number word; a quoted or capitalised run), weight chosen leave-one-conversation-out.
 * ``minilm`` (``--minilm``; ~2 min): the top hits re-ranked with all-MiniLM-L6-v2's cosine added
   (the English model the dedupe rules use; USE-m3 is weak on English chat).
 """
@@ -166,14 +170,80 @@ def _minilm(svc: MemoryService, questions: list[Any], as_of: dict) -> None:
             print(f"minilm rerank top {head} weight {g:<4}        {_metrics(ranks)}", flush=True)
 
 
+_PLACE_Q = re.compile(r"\b(where|countr(y|ies)|cit(y|ies)|states?|places?|locations?|geographical)\b", re.I)
+_NUMBER_Q = re.compile(r"\bhow (many|much|long|old|often)\b", re.I)
+_TITLE_Q = re.compile(r"\b(books?|movies?|films?|songs?|games?|shows?|album|novels?|title|console|band)\b", re.I)
+_NUMBER_T = re.compile(r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|twice|dozen|hundred)\b", re.I)
+_TITLE_T = re.compile(r"[\"“][^\"”]{2,60}[\"”]|\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+
+
+def _proper_nouns(text: str, speaker: str) -> list[str]:
+    """Capitalised words that do not start a sentence and are not the speaker (place/brand/name cues)."""
+    body = text.split(":", 1)[-1].split(" [image:", 1)[0]
+    out = []
+    for m in _CAP.finditer(body):
+        before = body[:m.start()].rstrip()
+        if not before or before[-1] in ".!?\"“(":
+            continue
+        w = m.group(1)
+        if w not in _NOT_NAMES and w != speaker:
+            out.append(w)
+    return out
+
+
+def _answer_cues(question: str, hit: SearchHit) -> float:
+    """1 when the question asks for a kind of answer (place, number, title) the turn contains, else 0."""
+    text, spk = hit.record.content, str(hit.record.metadata.extra.get("speaker", ""))
+    body = text.split(":", 1)[-1].split(" [image:", 1)[0]
+    if _PLACE_Q.search(question) and _proper_nouns(text, spk):
+        return 1.0
+    if _NUMBER_Q.search(question) and _NUMBER_T.search(body):
+        return 1.0
+    if _TITLE_Q.search(question) and _TITLE_T.search(body):
+        return 1.0
+    return 0.0
+
+
+def _answer_type(svc: MemoryService, questions: list[Any], as_of: dict) -> None:
+    """Answer-type lift over the linear ranking's 50 best; the weight chosen on 4 conversations, scored on the 5th."""
+    svc.settings = svc.settings.model_copy(
+        update={"scoring": svc.settings.scoring.model_copy(update={"rerank": False})})
+    rows = []
+    for q, hits in zip(questions, _shipped(svc, questions, as_of), strict=True):
+        rows.append((q, [(d, h.breakdown.score, _answer_cues(q.question, h))
+                         for d, h in zip(_ids(hits), hits, strict=True)]))
+    typed = sum(1 for q, _ in rows if _PLACE_Q.search(q.question) or _NUMBER_Q.search(q.question)
+                or _TITLE_Q.search(q.question))
+    grid = (0.0, 0.02, 0.05, 0.1, 0.2)
+
+    def ranks(sub: list[Any], w: float) -> list[int | None]:
+        return [_rank_ids(q, [d for d, *_ in sorted(r, key=lambda x: -(x[1] + w * x[2]))]) for q, r in sub]
+
+    for w in grid:
+        print(f"{f'answer-type w={w} (all, in sample)':36} {_metrics(ranks(rows, w))}", flush=True)
+    loco: list[int | None] = []
+    for held in sorted({q.conversation_id for q, _ in rows}):
+        train = [x for x in rows if x[0].conversation_id != held]
+        best = max(grid, key=lambda w: sum(1 / r for r in ranks(train, w) if r))
+        loco += ranks([x for x in rows if x[0].conversation_id == held], best)
+        print(f"  {held}: weight {best}", flush=True)
+    print(f"{'answer-type, LOCO':36} {_metrics(loco)} ({typed} typed questions of {len(rows)})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--locomo", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo")
     ap.add_argument("--cache", type=Path, default=None, help="pickle file for cached embeddings")
     ap.add_argument("--minilm", action="store_true", help="also the MiniLM re-rank probe (~2 min)")
+    ap.add_argument("--answer-type", action="store_true", help="only the answer-type probe")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     svc, questions, as_of = _build(args.locomo, emb)
+    if args.answer_type:
+        _answer_type(svc, questions, as_of)
+        svc.close()
+        emb.save()
+        return
     _expansion(svc, questions, as_of, emb)
     for n in (100, 200):
         ranks = [_rank(q, h) for q, h in zip(questions, _shipped(svc, questions, as_of, candidates=n), strict=True)]

@@ -125,9 +125,8 @@ def candidates(data: Path, convs: Sequence[str] | None, emb: DiskCachedEmbedder,
         out = []
         for q in questions:
             now = as_of[q.conversation_id]
-            cands = svc.backend.query(MemoryQuery(
-                namespaces=tuple(parse_namespaces(_ns(q.conversation_id))),
-                vector=emb.embed_query(q.question.strip()), text=q.question, limit=50, now=now))
+            # Through search's own candidate step: the query adapter / speaker stripping when switched on.
+            _, cands = svc._candidates(q.question, tuple(parse_namespaces(_ns(q.conversation_id))), None, 50, now)
             out.append((q, now, cands))
     emb.save()
     return out

@@ -393,11 +393,7 @@ class MemoryService:
         validate_filter(filter)
         flt = dict(filter) if filter else None
         now = _now(now)
-        vec = self.embedder.embed_query(query.strip())
-        cands = self.backend.query(
-            MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
-                        limit=max(k, cfg.candidates), now=now)
-        )
+        vec, cands = self._candidates(query, ns, flt, max(k, cfg.candidates), now)
         plan = plan_query(query, now)
         # A question naming a date also gets the best few memories written in that window.
         wflt = window_filter(plan, flt) if cfg.window_candidates else None
@@ -414,6 +410,31 @@ class MemoryService:
             hits = learned_rerank(hits, plan, {c.record.id: c.keyword_score for c in cands})
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
                               cfg.min_sim if min_sim is None else min_sim)
+
+    def _candidates(self, query: str, ns: tuple[tuple[str, ...], ...], flt: dict[str, Any] | None, limit: int,
+                    now: datetime) -> tuple[np.ndarray, list[Any]]:
+        """(question vector, the backend's candidates): both channels' best ``limit`` (the tuning tools call
+        this too, so a reranker is fitted on the candidates search sees)."""
+        vec = self._query_vector(query)
+        cands = self.backend.query(MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt, limit=limit, now=now))
+        if self.settings.scoring.strip_speakers:  # the vector channel again, without the speakers' names it mentions
+            from memory.query_adapter import without_speakers
+
+            bare = without_speakers(query, {c.record.metadata.extra.get("speaker") for c in cands})
+            if bare is not None:
+                vec = self._query_vector(bare)
+                cands = self.backend.query(MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
+                                                       limit=limit, now=now))
+        return vec, cands
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        """The dense channel's question vector, through the learned query adapter when it is on."""
+        vec = self.embedder.embed_query(text.strip())
+        if self.settings.scoring.query_adapter:  # a per-dimension scale of the question vector
+            from memory.query_adapter import adapt
+
+            vec = adapt(vec, self.embedder.name)
+        return vec
 
     def list(self, namespace: NamespaceLike, *, limit: int = 100, offset: int = 0,
              filter: Mapping[str, Any] | None = None) -> list[MemoryRecord]:

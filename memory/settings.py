@@ -95,6 +95,14 @@ class ScoringSettings(BaseModel):
     rerank: bool = Field(
         True, description="re-order the 50 best fused candidates with the learned reranker (memory.rerank; fitted "
         "leave-one-set-out by python -m memctl.tune_retrieval --stage rerank)")
+    query_adapter: bool = Field(
+        False, description="scale the question's vector by the learned per-dimension query adapter "
+        "(memory/query_adapter.json) before the dense search; stored vectors are unchanged. Off by default: "
+        "the shipped reranker (rerank_model.json) was fitted on unadapted vector scores and must be refitted first")
+    strip_speakers: bool = Field(
+        False, description="search the vector channel with the question minus the names of the candidates' "
+        "speakers it mentions (metadata.extra.speaker; a second vector query, only when a speaker is named). Off by "
+        "default: the shipped reranker was fitted without it")
     window_candidates: int = Field(
         0, ge=0, le=10000,
         description="questions naming a date: extra candidates from a second query restricted to that window "
