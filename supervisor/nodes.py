@@ -40,7 +40,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from memory.disclosure import ID_CHARS, compact_block
-from memory.errors import MemoryLayerError
+from memory.errors import InvalidConfig, InvalidInput, MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
@@ -204,10 +204,13 @@ def replay_journal(s: _Step, manager: MemoryManager, journal: WriteJournal | Non
         return
     for jid, res, exc in s.guard("journal replay", lambda: journal.replay(manager), []) or []:
         if exc is not None:
-            msg = f"{s.step} replay {jid}: {type(exc).__name__}: {exc} (kept in the write journal for a retry)"
+            # memory.journal drops an entry the write path refused as bad input: no retry fixes it.
+            retry = not (isinstance(exc, InvalidInput) and not isinstance(exc, InvalidConfig))
+            fate = "kept in the write journal for a retry" if retry else "dropped from the write journal: not storable"
+            msg = f"{s.step} replay {jid}: {type(exc).__name__}: {exc} ({fate})"
             log.warning("memory replay failed: %s", msg)
             s.errors.append(msg)
-            s.emit("error", op=f"replay {jid}", error=f"{type(exc).__name__}: {exc}", journal=jid, retry=True)
+            s.emit("error", op=f"replay {jid}", error=f"{type(exc).__name__}: {exc}", journal=jid, retry=retry)
         elif res is not None:
             _emit_written(s, res, res.record.namespace, res.record.content, "replayed from the write journal",
                           journal=jid)
