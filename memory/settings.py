@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import contextvars
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -117,6 +118,22 @@ class EmbeddingSettings(BaseModel):
     cache_dir: str | None = Field(None, description="fastembed cache, only for hub models")
 
 
+def _url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a Qdrant server address, or None. Scheme-less
+    ``host:port`` is accepted, as qdrant-client accepts it."""
+    if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return "contains spaces or control characters"
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() not in ("http", "https"):
+        return f"has the scheme {scheme!r}, not http or https"
+    try:
+        parts = urllib.parse.urlsplit(url if sep else "//" + url)
+        host, _port = parts.hostname, parts.port  # .port raises ValueError outside 0-65535
+    except ValueError as exc:
+        return f"cannot be parsed ({exc})"
+    return None if host else "has no host"
+
+
 class QdrantSettings(BaseModel):
     """Where Qdrant is (exactly one of url / path / location) and how hard to try."""
 
@@ -132,6 +149,17 @@ class QdrantSettings(BaseModel):
     retry_max_s: float = Field(10.0, gt=0, description="total time budget of one call incl. retries")
     dual_write: bool = Field(False, description="also write a local SQLite mirror (MEMORY_PATH) for fallback")
     outbox_path: str | None = Field(None, description="durable outbox file; default next to MEMORY_PATH")
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        # Checked here, not at the first write: "not a url" or "ftp://..." died there with a raw
+        # urllib3 / qdrant-client traceback, and "http://" queued every write for no server.
+        problem = _url_problem(url) if url else None
+        if problem:
+            raise ValueError(f"the Qdrant URL {problem}; give the server's address, like http://HOST:6333 "
+                             "or https://HOST")
+        return url
 
     @model_validator(mode="after")
     def _one_target(self) -> QdrantSettings:

@@ -231,6 +231,40 @@ def test_settings_errors_do_not_echo_secrets(monkeypatch: pytest.MonkeyPatch) ->
     assert "MEMORY_QDRANT__TIMEOUT_S" in str(info.value) and "s3cr3t" not in str(info.value)
 
 
+@pytest.mark.parametrize("url", ["not a url", "ftp://qdrant.internal:6333", "http://", "http://host:99999",
+                                 "http://host:port", " http://localhost:6333"])
+def test_a_qdrant_url_that_cannot_work_is_refused_when_settings_load(url: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    store: Path) -> None:
+    """Accepted before: the first write died with a raw urllib3 LocationParseError / ValueError
+    traceback ("not a url", "ftp://..."), or queued every write for a server that cannot exist."""
+    monkeypatch.setenv("MEMORY_BACKEND", "qdrant")
+    monkeypatch.setenv("MEMORY_QDRANT__URL", url)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(path=":memory:")
+    msg = str(info.value)
+    assert "MEMORY_QDRANT__URL" in msg and "http://HOST:6333" in msg, msg
+    refused(store, "add", "likes tea", "--ns", "user_profile/u9", hints=("MEMORY_QDRANT__URL",))
+
+
+@pytest.mark.parametrize("url", ["http://localhost:6333", "https://qdrant.example.com", "localhost:6333",
+                                 "qdrant.internal:6333", "http://[::1]:6333/prefix"])
+def test_qdrant_urls_qdrant_client_accepts_still_load(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_QDRANT__URL", url)
+    assert MemorySettings.load(path=":memory:").qdrant.url == url
+
+
+def test_a_qdrant_local_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    """Raised FileExistsError from mkdir (a traceback) before; the file is left alone."""
+    from memory.service import MemoryService
+
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    settings = MemorySettings(path=str(tmp_path / "m.sqlite"), backend="qdrant", qdrant={"path": str(f)})
+    with pytest.raises(InvalidConfig, match="MEMORY_QDRANT__PATH") as info:
+        MemoryService.from_settings(settings)
+    assert "directory" in str(info.value) and f.read_text() == "mine"
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
