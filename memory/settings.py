@@ -11,16 +11,18 @@ Build settings once at the entry point (``MemorySettings.load()``) and pass them
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import urllib.parse
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
@@ -314,6 +316,9 @@ class MemorySettings(BaseSettings):
         """
         raw = config_file or os.environ.get("MEMORY_CONFIG") or None
         path = Path(raw) if raw else None
+        if path is not None and path.is_dir():
+            raise InvalidConfig(f"config file {str(path)!r} is a directory; give the YAML file itself "
+                                "(e.g. configs/default.yaml) in MEMORY_CONFIG / --config")
         if path is not None and not path.is_file():
             raise InvalidConfig(f"config file {str(path)!r} does not exist; check MEMORY_CONFIG / --config")
         token = _CONFIG_FILE.set(path)
@@ -323,12 +328,60 @@ class MemorySettings(BaseSettings):
             problems = "; ".join(_problem(e) for e in exc.errors())
             raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
                                 "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
+        except SettingsError as exc:  # a MEMORY_* value of a dict / list setting that is not JSON
+            bad = _unparsable_env()
+            if not bad:
+                raise InvalidConfig(f"cannot load memory settings: {exc}") from exc
+            raise InvalidConfig(
+                f"invalid memory settings: {', '.join(bad)} is not valid JSON; dict and list settings take "
+                "JSON in MEMORY_* variables, e.g. MEMORY_SCORING__TYPE_BOOSTS='{\"note\": 0.5}'") from exc
         except Exception as exc:  # YAML syntax errors and the like
             if isinstance(exc, InvalidConfig):
                 raise
-            raise InvalidConfig(f"cannot read config file {str(path)!r}: {exc}") from exc
+            raise InvalidConfig(f"cannot read config file {str(path)!r}: {_yaml_problem(path) or exc}") from exc
         finally:
             _CONFIG_FILE.reset(token)
+
+
+def _unparsable_env() -> list[str]:
+    """The ``MEMORY_*`` variables of dict / list / nested settings whose value is not JSON
+    (pydantic-settings only says which top-level field failed)."""
+    bad = []
+    for var, value in sorted(os.environ.items()):
+        if not var.upper().startswith("MEMORY_"):
+            continue
+        model: Any = MemorySettings
+        ann: Any = None
+        for part in var[len("MEMORY_"):].lower().split("__"):
+            fields = getattr(model, "model_fields", None)
+            if not fields or part not in fields:
+                ann = None
+                break
+            ann = fields[part].annotation
+            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        complex_ = model is not None or get_origin(ann) in (dict, list)
+        if ann is not None and complex_:
+            try:
+                json.loads(value)
+            except ValueError:
+                bad.append(var)
+    return bad
+
+
+def _yaml_problem(path: Path | None) -> str | None:
+    """Why the YAML file at ``path`` is not a settings mapping (a list, a bare value), else None."""
+    if path is None:
+        return None
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - the caller reports the original error
+        return None
+    if data is None or isinstance(data, dict):
+        return None
+    return (f"the file holds a {type(data).__name__}, not a mapping of settings; write it like "
+            "configs/default.yaml (`backend: sqlite`, `scoring:` ...)")
 
 
 def _env_var(loc: tuple[int | str, ...]) -> str | None:

@@ -265,6 +265,42 @@ def test_a_qdrant_local_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     assert "directory" in str(info.value) and f.read_text() == "mine"
 
 
+@pytest.mark.parametrize(("var", "value"), [("MEMORY_SCORING__TYPE_BOOSTS", "notjson"),
+                                          ("MEMORY_ACL__KINDS", "{bad"), ("MEMORY_POLICY__TTL_DAYS", "{'note': 3}")])
+def test_a_dict_setting_that_is_not_json_names_its_variable(var: str, value: str, store: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Said "cannot read config file 'None': error parsing value for field "scoring" from source
+    "EnvSettingsSource"" before: no variable, no config file involved, nothing to do."""
+    monkeypatch.setenv("MEMORY_SCORING__ALPHA", "0.9")  # a good scalar of the same group is not blamed
+    monkeypatch.setenv(var, value)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(path=":memory:")
+    msg = str(info.value)
+    assert var in msg and "JSON" in msg and "None" not in msg and "MEMORY_SCORING__ALPHA" not in msg, msg
+    refused(store, "stats", hints=(var, "JSON"))
+
+
+@pytest.mark.parametrize(("text", "hint"), [("- 1\n- 2\n", "a list"), ("just a string\n", "a str"),
+                                            ("42\n", "a int")])
+def test_a_yaml_file_that_is_not_a_mapping_says_so(text: str, hint: str, tmp_path: Path) -> None:
+    """Said "cannot convert dictionary update sequence element #0 to a sequence" before."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(cfg, path=":memory:")
+    msg = str(info.value)
+    assert str(cfg) in msg and "mapping" in msg and hint in msg and "dictionary update" not in msg, msg
+
+
+def test_a_config_path_that_is_a_directory_says_so(tmp_path: Path, store: Path) -> None:
+    """Said "config file ... does not exist" of a folder that exists."""
+    with pytest.raises(InvalidConfig, match="is a directory") as info:
+        MemorySettings.load(tmp_path, path=":memory:")
+    assert "does not exist" not in str(info.value)
+    res = CliRunner().invoke(app, ["--config", str(tmp_path), "--path", str(store), "stats"])
+    assert res.exit_code == 2 and "is a directory" in res.output, res.output
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
