@@ -7,6 +7,7 @@ It validates input at the boundary, embeds, calls a backend and ranks with
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -50,6 +51,25 @@ def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MA
         what = "a positive integer" if minimum == 1 else f"an integer from {minimum}"
         raise InvalidInput(f"{name} must be {what} to {maximum}, got {value!r:.40}")
     return value
+
+
+def check_threshold(name: str, value: object) -> float | None:
+    """An optional score threshold (``min_score`` / ``min_sim``): None or a finite number.
+
+    NaN compared False with every score and emptied the answer as if nothing matched; a string
+    raised a bare TypeError deep in ranking.
+
+    Raises:
+        InvalidInput: naming the argument.
+    """
+    if value is None:
+        return None
+    # -inf is "no floor" (the retrieval evaluation ranks every candidate with it).
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not (math.isfinite(value) or value == -math.inf)):
+        raise InvalidInput(f"{name} must be a finite number (-inf: no floor; None: the configured one), "
+                           f"got {value!r:.40}")
+    return float(value)
 
 
 def _now(value: object) -> datetime:
@@ -389,6 +409,7 @@ class MemoryService:
         check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring
         k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
+        min_score, min_sim = check_threshold("min_score", min_score), check_threshold("min_sim", min_sim)
         ns = tuple(parse_namespaces(namespaces))
         validate_filter(filter)
         flt = dict(filter) if filter else None

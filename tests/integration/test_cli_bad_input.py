@@ -168,6 +168,13 @@ def test_another_programs_database_with_a_table_named_like_ours_is_refused_untou
     assert path.read_bytes() == before and not Path(str(path) + "-wal").exists()
 
 
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_search_min_score_must_be_finite(store: tuple[Path, str], value: str) -> None:
+    """``--min-score nan`` answered "no memories matched" (exit 0): the filter compared False."""
+    code, out = _run(store[0], "search", "bar charts", "--ns", "user_profile/u1", "--min-score", value)
+    assert code == 2 and "min_score" in out and "finite number" in out and "Traceback" not in out, out
+
+
 def test_a_store_whose_first_open_stopped_after_its_migration_table_still_opens(tmp_path: Path) -> None:
     """Killed between creating ``schema_migrations`` and the first migration: still ours."""
     import sqlite3

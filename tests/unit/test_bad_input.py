@@ -435,6 +435,12 @@ def test_get_with_bad_id(svc, settings, bad_id):
     pytest.param({"query": ""}, ("query is empty",), id="empty-query"),
     pytest.param({"query": "  \n "}, ("query is empty",), id="blank-query"),
     pytest.param({"query": None}, ("query is empty",), id="none-query"),
+    # Accepted before: NaN compared False with every score (an empty answer that looked like "no
+    # match"); a string raised a bare TypeError inside scoring.select.
+    pytest.param({"min_score": float("nan")}, ("min_score", "finite number"), id="min_score-nan"),
+    pytest.param({"min_score": "0.5"}, ("min_score", "finite number"), id="min_score-str"),
+    pytest.param({"min_sim": float("inf")}, ("min_sim", "finite number"), id="min_sim-inf"),
+    pytest.param({"min_sim": True}, ("min_sim", "finite number"), id="min_sim-bool"),
 ])
 def test_search_bad_arguments(svc, settings, kwargs, hints):
     kwargs = dict(kwargs)
