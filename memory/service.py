@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -130,6 +131,13 @@ def check_ids(ids: object) -> list[str]:
     return out
 
 
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, control and format characters only (zero-width space, bidi
+    overrides, BOM, joiners). Such text was stored as a memory nobody can read, or searched for
+    as if it were a question. Stops at the first visible character."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
 def clean_content(content: object, max_chars: int) -> str:
     """Validate memory text: a non-empty, valid UTF-8 ``str`` of sane length.
 
@@ -156,7 +164,7 @@ def clean_content(content: object, max_chars: int) -> str:
     if "\x00" in content:
         raise InvalidContent("content contains NUL characters; strip them first")
     text = content.strip()
-    if not text:
+    if not text or is_blank(text):
         raise InvalidContent("content is empty; pass the text to remember")
     if len(text) > max_chars:
         raise InvalidContent(
@@ -404,7 +412,7 @@ class MemoryService:
         now: datetime | None = None,
     ) -> list[SearchHit]:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or is_blank(query):
             raise InvalidInput("query is empty; pass the question or keywords to search for")
         check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring

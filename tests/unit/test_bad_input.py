@@ -148,6 +148,11 @@ BAD_CONTENT = [
     pytest.param("abc\udcff", InvalidContent, ("surrogate", "undecodable bytes"), id="lone-surrogate"),
     pytest.param("abc\x00def", InvalidContent, ("NUL", "strip"), id="nul-char"),
     pytest.param("\x00", InvalidContent, ("NUL",), id="only-nul"),
+    # Invisible characters only (zero-width space, bidi override, BOM + joiner): stored as a memory
+    # nobody can see before, while namespace labels already refused them.
+    pytest.param("\u200b\u200b", InvalidContent, ("empty", "pass the text"), id="zero-width-only"),
+    pytest.param("\u202e", InvalidContent, ("empty", "pass the text"), id="bidi-override-only"),
+    pytest.param("\ufeff \u200d\u2060\x01", InvalidContent, ("empty", "pass the text"), id="invisible-mix"),
     pytest.param(12345, InvalidContent, ("must be text",), id="int"),
     pytest.param(None, InvalidContent, ("must be text",), id="none"),
 ]
@@ -162,6 +167,12 @@ def test_write_bad_content(svc, settings, content, exc, hints):
                          [p for p in BAD_CONTENT if p.id not in ("none",)])  # None means "keep content"
 def test_update_existing_with_bad_content(svc, settings, content, exc, hints):
     check_bad(svc, settings, exc, lambda: svc.update("m-chart", content, {"type": "note"}, now=NOW), *hints)
+
+
+def test_visible_text_with_invisible_characters_is_still_stored(svc):
+    """Only text with nothing visible is empty: emoji sequences with joiners and RTL text stay."""
+    for text in ["👨\u200d👩\u200d👧 family emoji", "\u202eمرحبا", "\u200bzero-width before"]:
+        assert svc.write(text, "user_profile/u7").content == text
 
 
 def test_content_exactly_at_limit_is_accepted_and_one_over_is_not(tmp_path):
@@ -435,6 +446,7 @@ def test_get_with_bad_id(svc, settings, bad_id):
     pytest.param({"query": ""}, ("query is empty",), id="empty-query"),
     pytest.param({"query": "  \n "}, ("query is empty",), id="blank-query"),
     pytest.param({"query": None}, ("query is empty",), id="none-query"),
+    pytest.param({"query": "\u200b\u202e"}, ("query is empty",), id="invisible-query"),
     # Accepted before: NaN compared False with every score (an empty answer that looked like "no
     # match"); a string raised a bare TypeError inside scoring.select.
     pytest.param({"min_score": float("nan")}, ("min_score", "finite number"), id="min_score-nan"),
