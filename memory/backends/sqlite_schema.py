@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory.errors import SchemaMismatch, StoreCorrupt
+from memory.errors import InvalidConfig, SchemaMismatch, StoreCorrupt, StoreReadOnly
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import MemoryMetadata, MemoryRecord, as_utc
 
@@ -174,6 +174,35 @@ def refuse_foreign(path: str) -> None:
     )
 
 
+def check_store_path(path: str, *, create_parent: bool = True) -> None:
+    """Refuse a store path that names a directory, or lies under a regular file, with what to do;
+    create its missing parent directories (``create_parent``). A folder used to give "unable to
+    open database file", a path under a file a FileExistsError traceback from mkdir.
+
+    Raises:
+        InvalidConfig: the path cannot be a file.
+        StoreReadOnly: its directory cannot be created (permissions, a read-only mount).
+    """
+    if path == ":memory:":
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise InvalidConfig(f"store path {path!r} is a directory; point MEMORY_PATH (or --path) at a file, "
+                            f"e.g. {str(p / 'memory.sqlite')!r}")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InvalidConfig(f"store path {path!r}: {str(parent)!r} is a file, not a directory; point "
+                                    "MEMORY_PATH (or --path) somewhere else")
+            break
+    if create_parent:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreReadOnly(f"cannot create the store's directory {str(p.parent)!r}: {exc.strerror or exc}; "
+                                "point MEMORY_PATH (or --path) at a writable place") from exc
+
+
 def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connection:
     """A connection for a table kept beside the store (audit log, collection registry, judge views,
     consolidation marks): autocommit, usable from the worker threads, waiting up to 10 s for
@@ -184,8 +213,7 @@ def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connectio
     each caller says what it was opening; :class:`StoreCorrupt` for another program's database
     (:func:`refuse_foreign`)."""
     refuse_foreign(path)
-    if path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    check_store_path(path)
     conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")

@@ -175,6 +175,29 @@ def test_search_min_score_must_be_finite(store: tuple[Path, str], value: str) ->
     assert code == 2 and "min_score" in out and "finite number" in out and "Traceback" not in out, out
 
 
+@pytest.mark.parametrize("cmd", [["add", "likes tea", "--ns", "user_profile/u1"],
+                                 ["search", "tea", "--ns", "user_profile/u1"], ["stats"]])
+def test_a_store_path_that_is_a_directory_or_under_a_file_says_so(tmp_path: Path, cmd: list[str]) -> None:
+    """MEMORY_PATH naming a folder said "write a memory first" (read commands) or "cannot open
+    SQLite file ...: unable to open database file" (add); a path under a regular file raised
+    FileExistsError from mkdir, with a traceback."""
+    from memory.errors import InvalidConfig
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    code, out = _run(folder, *cmd)
+    assert code == 2 and "is a directory" in out and "Traceback" not in out, out
+    assert list(folder.iterdir()) == []
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    code, out = _run(blocker / "memory.sqlite", *cmd)
+    assert code == 2 and "not a directory" in out and str(blocker) in out and "Traceback" not in out, out
+    assert blocker.read_text() == "mine"
+    for bad in (folder, blocker / "memory.sqlite"):
+        with pytest.raises(InvalidConfig, match="MEMORY_PATH"):
+            MemoryService.from_settings(MemorySettings(path=str(bad)))
+
+
 def test_a_store_whose_first_open_stopped_after_its_migration_table_still_opens(tmp_path: Path) -> None:
     """Killed between creating ``schema_migrations`` and the first migration: still ours."""
     import sqlite3
