@@ -105,8 +105,14 @@ class _Step:
         self.t0 = time.perf_counter()
         self.writer = getattr(runtime, "stream_writer", None)
         ctx = getattr(runtime, "context", None)
-        # None: no user id and policy.anonymous says off (or no thread to scope to).
-        self.user_id: str | None = resolve_user_id(ctx, config, anonymous)
+        # None: no user id and policy.anonymous says off (or no thread to scope to), or a user id
+        # of the wrong type (memory is off for the run; the error says why).
+        try:
+            self.user_id: str | None = resolve_user_id(ctx, config, anonymous)
+        except InvalidInput as exc:
+            self.user_id = None
+            self.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+            log.warning("memory step skipped: %s", exc)
         self.now = resolve_now(ctx)
         conf = (config or {}).get("configurable", {}) or {}
         run_id = (config or {}).get("run_id")
