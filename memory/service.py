@@ -412,7 +412,9 @@ class MemoryService:
         now: datetime | None = None,
     ) -> list[SearchHit]:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
-        if not isinstance(query, str) or is_blank(query):
+        if not isinstance(query, str) and query is not None:
+            raise InvalidInput(f"query must be text, got {type(query).__name__}; decode bytes first")
+        if query is None or is_blank(query):
             raise InvalidInput("query is empty; pass the question or keywords to search for")
         check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring

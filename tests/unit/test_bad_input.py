@@ -677,3 +677,29 @@ def test_store_adapter_rejects_nan_values_and_huge_limits(settings):
             store.search(("memories",), query="word " * 200_000)
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------------- summarize / query type
+@pytest.mark.parametrize(("kwargs", "hints"), [
+    pytest.param({"hits": ["a memory as a string"]}, ("hits", "SearchHit", "recall"), id="hits-of-str"),
+    pytest.param({"hits": "charts"}, ("hits", "SearchHit"), id="hits-a-str"),
+    pytest.param({"goal": 5}, ("goal", "text"), id="goal-int"),
+    pytest.param({"max_tokens": -1}, ("max_tokens",), id="max_tokens-negative"),
+    pytest.param({"max_tokens": "400"}, ("max_tokens",), id="max_tokens-str"),
+])
+def test_summarize_bad_arguments_are_invalid_input(svc, settings, kwargs, hints):
+    """``MemoryManager.summarize`` (the README's first example) raised AttributeError for a list of
+    strings or a non-text goal, and returned "" for a negative budget."""
+    from memory.policy.audit import AuditLog
+    from memory.policy.manager import MemoryManager
+
+    mm = MemoryManager(svc, AuditLog(":memory:"))
+    hits = svc.search(QUERY, "user_profile", now=NOW)
+    args = {"hits": hits, **kwargs}
+    check_bad(svc, settings, InvalidInput, lambda: mm.summarize(args.pop("hits"), **args), *hints)
+    assert "chart" in mm.summarize(hits, goal="report")  # good arguments still work
+
+
+def test_a_query_that_is_not_text_says_so(svc, settings):
+    """bytes as a query said "query is empty"."""
+    check_bad(svc, settings, InvalidInput, lambda: svc.search(b"charts", "user_profile"), "query must be text", "bytes")
