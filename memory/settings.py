@@ -286,6 +286,24 @@ class MemorySettings(BaseSettings):
     )
     default_ttl_days: float | None = Field(None, gt=0, le=MAX_TTL_DAYS)
 
+    def __init__(self, **values: Any) -> None:
+        # Built directly (``MemorySettings(path=...)``, the README's first example) as well as by
+        # load(): a bad value is InvalidConfig naming the field and its MEMORY_* variable either
+        # way, not pydantic's ValidationError / pydantic-settings' SettingsError.
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = "; ".join(_problem(e) for e in exc.errors())
+            raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
+                                "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
+        except SettingsError as exc:  # a MEMORY_* value of a dict / list setting that is not JSON
+            bad = _unparsable_env()
+            if not bad:
+                raise InvalidConfig(f"cannot load memory settings: {exc}") from exc
+            raise InvalidConfig(
+                f"invalid memory settings: {', '.join(bad)} is not valid JSON; dict and list settings take "
+                "JSON in MEMORY_* variables, e.g. MEMORY_SCORING__TYPE_BOOSTS='{\"note\": 0.5}'") from exc
+
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
         if not self.path.strip():
@@ -323,18 +341,7 @@ class MemorySettings(BaseSettings):
             raise InvalidConfig(f"config file {str(path)!r} does not exist; check MEMORY_CONFIG / --config")
         token = _CONFIG_FILE.set(path)
         try:
-            return cls(**overrides)
-        except ValidationError as exc:
-            problems = "; ".join(_problem(e) for e in exc.errors())
-            raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
-                                "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
-        except SettingsError as exc:  # a MEMORY_* value of a dict / list setting that is not JSON
-            bad = _unparsable_env()
-            if not bad:
-                raise InvalidConfig(f"cannot load memory settings: {exc}") from exc
-            raise InvalidConfig(
-                f"invalid memory settings: {', '.join(bad)} is not valid JSON; dict and list settings take "
-                "JSON in MEMORY_* variables, e.g. MEMORY_SCORING__TYPE_BOOSTS='{\"note\": 0.5}'") from exc
+            return cls(**overrides)  # invalid values: InvalidConfig from __init__
         except Exception as exc:  # YAML syntax errors and the like
             if isinstance(exc, InvalidConfig):
                 raise

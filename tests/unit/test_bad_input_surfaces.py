@@ -301,6 +301,23 @@ def test_a_config_path_that_is_a_directory_says_so(tmp_path: Path, store: Path) 
     assert res.exit_code == 2 and "is a directory" in res.output, res.output
 
 
+@pytest.mark.parametrize(("kwargs", "hint"), [({"path": 123}, "path"), ({"scoring": "x"}, "scoring"),
+                                           ({"backend": "postgres"}, "backend"), ({"nope": 1}, "nope")])
+def test_settings_built_directly_raise_invalid_config(kwargs: dict[str, Any], hint: str) -> None:
+    """``MemorySettings(path=...)`` is how the README's first example builds settings: bad values
+    raised pydantic's ValidationError (outside memory.errors, with its URL and input dump)."""
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings(**kwargs)
+    msg = str(info.value)
+    assert hint in msg and "fix the value where it is set" in msg and "errors.pydantic.dev" not in msg, msg
+
+
+def test_settings_built_directly_name_a_bad_json_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_SCORING__TYPE_BOOSTS", "notjson")
+    with pytest.raises(InvalidConfig, match="MEMORY_SCORING__TYPE_BOOSTS"):
+        MemorySettings(path=":memory:")
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
