@@ -11,7 +11,9 @@ Build settings once at the entry point (``MemorySettings.load()``) and pass them
 from __future__ import annotations
 
 import contextvars
+import difflib
 import json
+import logging
 import os
 import urllib.parse
 from pathlib import Path
@@ -27,6 +29,8 @@ from pydantic_settings import (
 )
 
 from memory.errors import InvalidConfig
+
+log = logging.getLogger(__name__)
 
 # memory.service.MAX_TTL_DAYS (not imported: the service imports this module). A longer TTL
 # (per type or by default) would make every write of it fail with "ttl_days must be ...".
@@ -341,13 +345,34 @@ class MemorySettings(BaseSettings):
             raise InvalidConfig(f"config file {str(path)!r} does not exist; check MEMORY_CONFIG / --config")
         token = _CONFIG_FILE.set(path)
         try:
-            return cls(**overrides)  # invalid values: InvalidConfig from __init__
+            settings = cls(**overrides)  # invalid values: InvalidConfig from __init__
         except Exception as exc:  # YAML syntax errors and the like
             if isinstance(exc, InvalidConfig):
                 raise
             raise InvalidConfig(f"cannot read config file {str(path)!r}: {_yaml_problem(path) or exc}") from exc
         finally:
             _CONFIG_FILE.reset(token)
+        _warn_unknown_env()
+        return settings
+
+
+# MEMORY_* variables the package reads that are not settings fields.
+_OTHER_ENV = frozenset({"MEMORY_CONFIG", "MEMORY_DEMO_MODEL"})
+
+
+def _warn_unknown_env() -> None:
+    """Log a warning for each ``MEMORY_*`` variable that names no setting (a typo such as
+    ``MEMORY_BACKEDN`` was ignored without a word). Unknown nested keys (``MEMORY_SCORING__NOPE``)
+    are already refused by ``extra="forbid"``; a warning, not an error, for the top level: other
+    programs may use the prefix too."""
+    fields = {f"MEMORY_{name.upper()}" for name in MemorySettings.model_fields}
+    for var in sorted(os.environ):
+        top = var.upper().split("__")[0]
+        if not top.startswith("MEMORY_") or top in fields or top in _OTHER_ENV:
+            continue
+        close = difflib.get_close_matches(top, sorted(fields | _OTHER_ENV), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        log.warning("%s is not a memory setting and is ignored%s (settings: configs/default.yaml)", var, hint)
 
 
 def _unparsable_env() -> list[str]:

@@ -318,6 +318,27 @@ def test_settings_built_directly_name_a_bad_json_variable(monkeypatch: pytest.Mo
         MemorySettings(path=":memory:")
 
 
+def test_a_misspelt_memory_variable_is_reported_not_silently_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """``MEMORY_BACKEDN=qdrant`` was ignored without a word: the store stayed SQLite. A warning now
+    names the variable and the setting it probably meant (not an error: other programs may use the
+    prefix); the variables the package reads besides settings pass quietly."""
+    import logging
+
+    monkeypatch.setenv("MEMORY_BACKEDN", "qdrant")
+    monkeypatch.setenv("MEMORY_DEMO_MODEL", "openai:gpt-4o-mini")
+    with caplog.at_level(logging.WARNING, logger="memory.settings"):
+        s = MemorySettings.load(path=":memory:")
+    assert s.backend == "sqlite"
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "MEMORY_BACKEDN" in text and "MEMORY_BACKEND" in text and "MEMORY_DEMO_MODEL" not in text, text
+    caplog.clear()
+    monkeypatch.delenv("MEMORY_BACKEDN")
+    with caplog.at_level(logging.WARNING, logger="memory.settings"):
+        MemorySettings.load(path=":memory:")
+    assert not caplog.records
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
