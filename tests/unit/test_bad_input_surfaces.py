@@ -339,6 +339,22 @@ def test_a_misspelt_memory_variable_is_reported_not_silently_ignored(monkeypatch
     assert not caplog.records
 
 
+def test_a_hub_model_that_is_not_cached_offline_is_not_called_unknown(tmp_path: Path) -> None:
+    """A real fastembed model name with downloads off (HF_HUB_OFFLINE, set by tests/conftest.py)
+    was reported as "unknown embedding model", the message suggesting the very thing given."""
+    import os
+
+    from memory.embeddings import get_embedder
+
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # nothing may download
+    with pytest.raises(InvalidConfig) as info:
+        get_embedder("BAAI/bge-small-en-v1.5", cache_dir=str(tmp_path))
+    msg = str(info.value)
+    assert "unknown" not in msg and "not in the fastembed cache" in msg and "MEMORY_EMBEDDING__CACHE_DIR" in msg, msg
+    with pytest.raises(InvalidConfig, match="unknown embedding model"):
+        get_embedder("nonsense/model", cache_dir=str(tmp_path))
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
