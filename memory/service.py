@@ -189,6 +189,12 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
         raise InvalidInput(f"metadata['extra'] must be a dict, got {type(raw_extra).__name__}")
     extra = dict(raw_extra)
     extra.update({k: v for k, v in metadata.items() if k not in known})
+    tags = data.get("tags")
+    # Checked here, on writes, not in MemoryMetadata: rows stored before must still read back.
+    listed = (tags,) if isinstance(tags, str) else tags if isinstance(tags, list | tuple) else ()
+    if any(isinstance(t, str) and is_blank(t) for t in listed):
+        raise InvalidInput("invalid metadata: tags must not be empty or blank; drop the empty tag "
+                           "(memctl add --tag TEXT)")
     try:
         return MemoryMetadata(**data, extra=extra)
     except ValidationError as exc:  # one line per problem, without pydantic's URL and input dump

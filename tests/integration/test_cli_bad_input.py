@@ -198,6 +198,11 @@ def test_a_store_path_that_is_a_directory_or_under_a_file_says_so(tmp_path: Path
             MemoryService.from_settings(MemorySettings(path=str(bad)))
 
 
+def test_an_empty_tag_is_refused(store: tuple[Path, str]) -> None:
+    code, out = _run(store[0], "add", "likes green tea", "--ns", "user_profile/u1", "--tag", "")
+    assert code == 2 and "tags" in out and "empty" in out and "Traceback" not in out, out
+
+
 def test_a_store_whose_first_open_stopped_after_its_migration_table_still_opens(tmp_path: Path) -> None:
     """Killed between creating ``schema_migrations`` and the first migration: still ours."""
     import sqlite3

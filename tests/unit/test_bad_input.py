@@ -388,6 +388,10 @@ def test_write_many_with_invalid_last_item_writes_nothing(svc, settings, last, e
     pytest.param({"now": "not a date"}, (), id="now-not-a-date"),
     pytest.param({"metadata": ["user_profile"]}, ("must be a dict",), id="metadata-list"),
     pytest.param({"metadata": {"tags": [1, 2]}}, ("tags",), id="metadata-int-tags"),
+    # Stored as given before (memctl add --tag ''): a tag no filter can name.
+    pytest.param({"metadata": {"tags": ["", "ok"]}}, ("tags", "empty"), id="metadata-empty-tag"),
+    pytest.param({"metadata": {"tags": " \u200b"}}, ("tags", "empty"), id="metadata-blank-tag"),
+    pytest.param({"metadata": {"tags": 5}}, ("tags",), id="metadata-int-as-tags"),
     pytest.param({"metadata": {"type": "x" * 65}}, ("type",), id="metadata-type-too-long"),
     pytest.param({"id": " padded "}, ("id",), id="id-padded"),
     pytest.param({"id": "x" * 200}, ("id",), id="id-too-long"),
