@@ -191,7 +191,10 @@ def _require_store(settings: MemorySettings, *, audit: bool) -> None:
         return
     path = Path(settings.path).expanduser()
     if not path.is_file():
+        from memory.backends.sqlite_schema import check_store_path
         from memory.errors import InvalidConfig
+
+        check_store_path(settings.path, create_parent=False)  # a folder, or a path under a file: say so
 
         raise InvalidConfig(f"no memory store at {str(path)!r} (nothing was created); check --path / MEMORY_PATH, "
                             "or write a memory first (`memctl add`)")

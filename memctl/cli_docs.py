@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from memctl.cli_common import _errors, _manager, _print_json, _progress, _settings, eval_app, out
+from memctl.cli_common import _errors, _manager, _print_json, _progress, _settings, err, eval_app, out
 from memory.errors import InvalidInput
 
 if TYPE_CHECKING:
     from memory.collections import Collections, IndexReport
+    from memory.policy.manager import MemoryManager
 
 collection_app = typer.Typer(help="Folders of Markdown notes, indexed read-only into namespace docs/NAME.",
                              no_args_is_help=True)
@@ -214,11 +215,21 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
             if dedupe:
                 records, report.skipped_duplicates = drop_duplicates(mm.service, records)
             if not dry_run and records:
-                with _progress() as bar:
-                    task = bar.add_task(f"import {file.name}", total=len(records))
-                    report.batches = write_batches(
-                        mm.service, records, batch_size=batch_size, workers=workers, pool=pool,
-                        progress=lambda done, _total: bar.update(task, completed=done))
+                written = [0]  # memories in committed batches, for the Ctrl-C message
+
+                def progress(done: int, _total: int) -> None:
+                    written[0] = done
+                    bar.update(task, completed=done)
+
+                try:
+                    with _progress() as bar:
+                        task = bar.add_task(f"import {file.name}", total=len(records))
+                        report.batches = write_batches(mm.service, records, batch_size=batch_size,
+                                                       workers=workers, pool=pool, progress=progress)
+                except KeyboardInterrupt:
+                    # Exit 130 said nothing before: how much is in, and whether a re-run duplicates.
+                    _interrupted_import(mm, file, written[0], len(records), batch_size, dedupe)
+                    raise typer.Exit(130) from None
         finally:
             if pool is not None:
                 pool.close()
@@ -239,6 +250,22 @@ def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedu
         out.print(f"imported {result['written']} memories from {file.name} in {result['seconds']:.1f} s "
                   f"({result['memories_per_s'] or 0:.0f}/s, {result['batches']} batches); "
                   f"{result['skipped_duplicates']} duplicates skipped", highlight=False, markup=False)
+
+
+def _interrupted_import(mm: MemoryManager, file: Path, written: int, total: int, batch_size: int,
+                        dedupe: bool) -> None:
+    """Ctrl-C during ``memctl import FILE.jsonl``: audit what was written and say how to finish."""
+    from memory.policy.audit import AuditEvent
+    from memory.records import utcnow
+
+    with contextlib.suppress(Exception):  # the message matters more than the audit row here
+        mm.audit.record(AuditEvent("import", None, None, "memctl", reason=f"bulk import of {file.name} (interrupted)",
+                                   details={"file": str(file), "written": written, "lines": total,
+                                            "interrupted": True}, ts=utcnow()))
+    again = ("run the same command again: --dedupe (the default) skips what is already stored" if dedupe else
+             "run it again with --dedupe (not --no-dedupe) so the memories already stored are skipped")
+    err.print(f"interrupted: {written} of {total} memories written (whole batches of {batch_size}, one "
+              f"transaction each: none half-written); {again}", highlight=False, markup=False)
 
 
 @_errors

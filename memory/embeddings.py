@@ -80,6 +80,15 @@ def _text_embedding(model: str, *, threads: int, cache_dir: str | None) -> Any:
     try:
         return TextEmbedding(model, cache_dir=cache_dir, threads=threads, lazy_load=True)
     except ValueError as exc:
+        if "from any source" in str(exc):
+            # A real fastembed model that is not cached and could not be fetched (no network, or
+            # HF_HUB_OFFLINE): it was reported as "unknown", suggesting the very name given.
+            raise InvalidConfig(
+                f"embedding model {model!r} is not in the fastembed cache ({cache_dir or 'the default'}) and "
+                "could not be downloaded (no network, or HF_HUB_OFFLINE is set); use a packaged model "
+                f"({USE_MODEL!r}, {WORDLLAMA_MODEL!r}), or fetch it once where downloads work and point "
+                "MEMORY_EMBEDDING__CACHE_DIR at that cache"
+            ) from exc
         raise InvalidConfig(
             f"unknown embedding model {model!r}: use {USE_MODEL!r}, {WORDLLAMA_MODEL!r}, "
             "a '+'-combination of them, or a fastembed model name (needs a download)"

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memory.errors import MemoryBackendError, MemoryLayerError
+from memory.errors import InvalidConfig, InvalidInput, MemoryBackendError, MemoryLayerError
 from memory.namespace import Namespace, ns_key, parse_namespace
 from memory.policy.manager import Actor, MemoryManager, WriteResult
 from memory.policy.pii import redact
@@ -218,7 +218,7 @@ class WriteJournal:
     # ------------------------------------------------------------------ applying
     def apply(self, jid: str, manager: MemoryManager) -> WriteResult | None:
         """Apply one claimed row; delete it when done. On failure the row is released for a
-        retry and the error re-raised. None when the row is gone (applied elsewhere)."""
+        retry and the error re-raised (bad input, which no retry fixes, is deleted instead). None when the row is gone (applied elsewhere)."""
         with self._lock:
             fresh = jid in self._fresh
             self._fresh.discard(jid)
@@ -244,6 +244,12 @@ class WriteJournal:
                 res = manager.remember(content, ns, meta, actor=Actor(agent, thread_id, run_id), now=now,
                                        reason=reason)
         except BaseException as exc:
+            if isinstance(exc, InvalidInput) and not isinstance(exc, InvalidConfig):
+                # The write path refused the entry itself (a NUL in the user's text, an oversized
+                # message): no retry can make it valid, and a kept row failed again at every turn
+                # and every graph build. The caller reports the error once; the row goes.
+                self._exec("DELETE FROM pending_writes WHERE id = ?", (jid,))
+                raise
             self._exec("UPDATE pending_writes SET owner = NULL, claimed = NULL, attempts = attempts + 1, "
                        "last_error = ? WHERE id = ?", (f"{type(exc).__name__}: {exc}"[:500], jid))
             raise
@@ -276,7 +282,8 @@ class WriteJournal:
                limit: int = 1000) -> list[tuple[str, WriteResult | None, Exception | None]]:
         """Apply every pending row no live writer owns, oldest first.
 
-        Returns ``(id, result, error)`` per row tried; a row that fails stays for the next replay.
+        Returns ``(id, result, error)`` per row tried; a row that fails stays for the next replay,
+        unless the write path refused it as bad input (:class:`InvalidInput`): that row is dropped.
         Rows that fail because the store is down stop the replay (the rest would fail too).
         """
         if self._conn is None and not (self.path and os.path.exists(self.path)):

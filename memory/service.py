@@ -7,6 +7,8 @@ It validates input at the boundary, embeds, calls a backend and ranks with
 from __future__ import annotations
 
 import asyncio
+import math
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -50,6 +52,25 @@ def check_count(name: str, value: object, *, minimum: int = 0, maximum: int = MA
         what = "a positive integer" if minimum == 1 else f"an integer from {minimum}"
         raise InvalidInput(f"{name} must be {what} to {maximum}, got {value!r:.40}")
     return value
+
+
+def check_threshold(name: str, value: object) -> float | None:
+    """An optional score threshold (``min_score`` / ``min_sim``): None or a finite number.
+
+    NaN compared False with every score and emptied the answer as if nothing matched; a string
+    raised a bare TypeError deep in ranking.
+
+    Raises:
+        InvalidInput: naming the argument.
+    """
+    if value is None:
+        return None
+    # -inf is "no floor" (the retrieval evaluation ranks every candidate with it).
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not (math.isfinite(value) or value == -math.inf)):
+        raise InvalidInput(f"{name} must be a finite number (-inf: no floor; None: the configured one), "
+                           f"got {value!r:.40}")
+    return float(value)
 
 
 def _now(value: object) -> datetime:
@@ -110,6 +131,13 @@ def check_ids(ids: object) -> list[str]:
     return out
 
 
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, control and format characters only (zero-width space, bidi
+    overrides, BOM, joiners). Such text was stored as a memory nobody can read, or searched for
+    as if it were a question. Stops at the first visible character."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
 def clean_content(content: object, max_chars: int) -> str:
     """Validate memory text: a non-empty, valid UTF-8 ``str`` of sane length.
 
@@ -136,7 +164,7 @@ def clean_content(content: object, max_chars: int) -> str:
     if "\x00" in content:
         raise InvalidContent("content contains NUL characters; strip them first")
     text = content.strip()
-    if not text:
+    if not text or is_blank(text):
         raise InvalidContent("content is empty; pass the text to remember")
     if len(text) > max_chars:
         raise InvalidContent(
@@ -161,6 +189,12 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
         raise InvalidInput(f"metadata['extra'] must be a dict, got {type(raw_extra).__name__}")
     extra = dict(raw_extra)
     extra.update({k: v for k, v in metadata.items() if k not in known})
+    tags = data.get("tags")
+    # Checked here, on writes, not in MemoryMetadata: rows stored before must still read back.
+    listed = (tags,) if isinstance(tags, str) else tags if isinstance(tags, list | tuple) else ()
+    if any(isinstance(t, str) and is_blank(t) for t in listed):
+        raise InvalidInput("invalid metadata: tags must not be empty or blank; drop the empty tag "
+                           "(memctl add --tag TEXT)")
     try:
         return MemoryMetadata(**data, extra=extra)
     except ValidationError as exc:  # one line per problem, without pydantic's URL and input dump
@@ -384,11 +418,14 @@ class MemoryService:
         now: datetime | None = None,
     ) -> list[SearchHit]:
         """Hybrid search inside namespace prefixes; each hit explains its score."""
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) and query is not None:
+            raise InvalidInput(f"query must be text, got {type(query).__name__}; decode bytes first")
+        if query is None or is_blank(query):
             raise InvalidInput("query is empty; pass the question or keywords to search for")
         check_query_size(query, self.settings.max_content_chars)
         cfg = self.settings.scoring
         k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
+        min_score, min_sim = check_threshold("min_score", min_score), check_threshold("min_sim", min_sim)
         ns = tuple(parse_namespaces(namespaces))
         validate_filter(filter)
         flt = dict(filter) if filter else None

@@ -11,19 +11,26 @@ Build settings once at the entry point (``MemorySettings.load()``) and pass them
 from __future__ import annotations
 
 import contextvars
+import difflib
+import json
+import logging
 import os
+import urllib.parse
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from memory.errors import InvalidConfig
+
+log = logging.getLogger(__name__)
 
 # memory.service.MAX_TTL_DAYS (not imported: the service imports this module). A longer TTL
 # (per type or by default) would make every write of it fail with "ttl_days must be ...".
@@ -125,6 +132,22 @@ class EmbeddingSettings(BaseModel):
     cache_dir: str | None = Field(None, description="fastembed cache, only for hub models")
 
 
+def _url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable as a Qdrant server address, or None. Scheme-less
+    ``host:port`` is accepted, as qdrant-client accepts it."""
+    if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return "contains spaces or control characters"
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() not in ("http", "https"):
+        return f"has the scheme {scheme!r}, not http or https"
+    try:
+        parts = urllib.parse.urlsplit(url if sep else "//" + url)
+        host, _port = parts.hostname, parts.port  # .port raises ValueError outside 0-65535
+    except ValueError as exc:
+        return f"cannot be parsed ({exc})"
+    return None if host else "has no host"
+
+
 class QdrantSettings(BaseModel):
     """Where Qdrant is (exactly one of url / path / location) and how hard to try."""
 
@@ -140,6 +163,17 @@ class QdrantSettings(BaseModel):
     retry_max_s: float = Field(10.0, gt=0, description="total time budget of one call incl. retries")
     dual_write: bool = Field(False, description="also write a local SQLite mirror (MEMORY_PATH) for fallback")
     outbox_path: str | None = Field(None, description="durable outbox file; default next to MEMORY_PATH")
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        # Checked here, not at the first write: "not a url" or "ftp://..." died there with a raw
+        # urllib3 / qdrant-client traceback, and "http://" queued every write for no server.
+        problem = _url_problem(url) if url else None
+        if problem:
+            raise ValueError(f"the Qdrant URL {problem}; give the server's address, like http://HOST:6333 "
+                             "or https://HOST")
+        return url
 
     @model_validator(mode="after")
     def _one_target(self) -> QdrantSettings:
@@ -264,6 +298,24 @@ class MemorySettings(BaseSettings):
     )
     default_ttl_days: float | None = Field(None, gt=0, le=MAX_TTL_DAYS)
 
+    def __init__(self, **values: Any) -> None:
+        # Built directly (``MemorySettings(path=...)``, the README's first example) as well as by
+        # load(): a bad value is InvalidConfig naming the field and its MEMORY_* variable either
+        # way, not pydantic's ValidationError / pydantic-settings' SettingsError.
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = "; ".join(_problem(e) for e in exc.errors())
+            raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
+                                "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
+        except SettingsError as exc:  # a MEMORY_* value of a dict / list setting that is not JSON
+            bad = _unparsable_env()
+            if not bad:
+                raise InvalidConfig(f"cannot load memory settings: {exc}") from exc
+            raise InvalidConfig(
+                f"invalid memory settings: {', '.join(bad)} is not valid JSON; dict and list settings take "
+                "JSON in MEMORY_* variables, e.g. MEMORY_SCORING__TYPE_BOOSTS='{\"note\": 0.5}'") from exc
+
     @model_validator(mode="after")
     def _check(self) -> MemorySettings:
         if not self.path.strip():
@@ -294,21 +346,82 @@ class MemorySettings(BaseSettings):
         """
         raw = config_file or os.environ.get("MEMORY_CONFIG") or None
         path = Path(raw) if raw else None
+        if path is not None and path.is_dir():
+            raise InvalidConfig(f"config file {str(path)!r} is a directory; give the YAML file itself "
+                                "(e.g. configs/default.yaml) in MEMORY_CONFIG / --config")
         if path is not None and not path.is_file():
             raise InvalidConfig(f"config file {str(path)!r} does not exist; check MEMORY_CONFIG / --config")
         token = _CONFIG_FILE.set(path)
         try:
-            return cls(**overrides)
-        except ValidationError as exc:
-            problems = "; ".join(_problem(e) for e in exc.errors())
-            raise InvalidConfig(f"invalid memory settings: {problems}; fix the value where it is set (the "
-                                "MEMORY_* variable named, the --config / MEMORY_CONFIG file, or the argument)") from exc
+            settings = cls(**overrides)  # invalid values: InvalidConfig from __init__
         except Exception as exc:  # YAML syntax errors and the like
             if isinstance(exc, InvalidConfig):
                 raise
-            raise InvalidConfig(f"cannot read config file {str(path)!r}: {exc}") from exc
+            raise InvalidConfig(f"cannot read config file {str(path)!r}: {_yaml_problem(path) or exc}") from exc
         finally:
             _CONFIG_FILE.reset(token)
+        _warn_unknown_env()
+        return settings
+
+
+# MEMORY_* variables the package reads that are not settings fields.
+_OTHER_ENV = frozenset({"MEMORY_CONFIG", "MEMORY_DEMO_MODEL"})
+
+
+def _warn_unknown_env() -> None:
+    """Log a warning for each ``MEMORY_*`` variable that names no setting (a typo such as
+    ``MEMORY_BACKEDN`` was ignored without a word). Unknown nested keys (``MEMORY_SCORING__NOPE``)
+    are already refused by ``extra="forbid"``; a warning, not an error, for the top level: other
+    programs may use the prefix too."""
+    fields = {f"MEMORY_{name.upper()}" for name in MemorySettings.model_fields}
+    for var in sorted(os.environ):
+        top = var.upper().split("__")[0]
+        if not top.startswith("MEMORY_") or top in fields or top in _OTHER_ENV:
+            continue
+        close = difflib.get_close_matches(top, sorted(fields | _OTHER_ENV), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        log.warning("%s is not a memory setting and is ignored%s (settings: configs/default.yaml)", var, hint)
+
+
+def _unparsable_env() -> list[str]:
+    """The ``MEMORY_*`` variables of dict / list / nested settings whose value is not JSON
+    (pydantic-settings only says which top-level field failed)."""
+    bad = []
+    for var, value in sorted(os.environ.items()):
+        if not var.upper().startswith("MEMORY_"):
+            continue
+        model: Any = MemorySettings
+        ann: Any = None
+        for part in var[len("MEMORY_"):].lower().split("__"):
+            fields = getattr(model, "model_fields", None)
+            if not fields or part not in fields:
+                ann = None
+                break
+            ann = fields[part].annotation
+            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        complex_ = model is not None or get_origin(ann) in (dict, list)
+        if ann is not None and complex_:
+            try:
+                json.loads(value)
+            except ValueError:
+                bad.append(var)
+    return bad
+
+
+def _yaml_problem(path: Path | None) -> str | None:
+    """Why the YAML file at ``path`` is not a settings mapping (a list, a bare value), else None."""
+    if path is None:
+        return None
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - the caller reports the original error
+        return None
+    if data is None or isinstance(data, dict):
+        return None
+    return (f"the file holds a {type(data).__name__}, not a mapping of settings; write it like "
+            "configs/default.yaml (`backend: sqlite`, `scoring:` ...)")
 
 
 def _env_var(loc: tuple[int | str, ...]) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from memory.policy.identity import scope_label
+from memory.policy.identity import check_user_id, scope_label
 
 # Kept for compatibility: this label is no longer used for callers without a user id (their
 # memory is per thread, or off: ``policy.anonymous``); a user whose id is "anonymous" has it.
@@ -36,10 +36,17 @@ def _get(obj: Any, key: str) -> Any:
 
 
 def raw_user_id(context: Any, config: RunnableConfig | None) -> str | None:
-    """``context.user_id``, else ``configurable.user_id`` / ``langgraph_user_id``; None if none is set."""
+    """``context.user_id``, else ``configurable.user_id`` / ``langgraph_user_id``; None if none is set.
+
+    Raises:
+        InvalidInput: the id in use is neither text nor an integer (:func:`memory.policy.identity.check_user_id`).
+    """
     conf = (config or {}).get("configurable", {}) or {}
     for uid in (_get(context, "user_id"), conf.get("user_id"), conf.get("langgraph_user_id")):
-        if uid is not None and str(uid).strip():
+        if uid is None:
+            continue
+        check_user_id(uid)  # before str(): a dict or bytes id must not become a user named by its repr
+        if str(uid).strip():
             return str(uid)
     return None
 

@@ -44,6 +44,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer, Command
 
 from agents.base import AgentResult, SubAgent
+from memory.errors import InvalidConfig, InvalidInput
 from memory.policy.audit import AuditLog
 from memory.policy.manager import MemoryManager
 from memory.policy.routing import steer_intent
@@ -140,9 +141,12 @@ def _replay_on_open(mm: MemoryManager, journal: WriteJournal) -> None:
         return
     failed = [(jid, exc) for jid, _, exc in done if exc is not None]
     if done:
-        log.info("write journal: %d queued writes replayed, %d kept for a retry", len(done) - len(failed), len(failed))
+        log.info("write journal: %d queued writes replayed, %d failed", len(done) - len(failed), len(failed))
     for jid, exc in failed:
-        log.warning("write journal: %s not applied yet: %s: %s", jid, type(exc).__name__, exc)
+        # memory.journal drops a write the store refuses as bad input; others stay for a retry.
+        fate = "dropped (not storable)" if isinstance(exc, InvalidInput) and not isinstance(exc, InvalidConfig) \
+            else "kept for a retry"
+        log.warning("write journal: %s not applied, %s: %s: %s", jid, fate, type(exc).__name__, exc)
 
 
 def build_supervisor_graph(

@@ -40,7 +40,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from memory.disclosure import ID_CHARS, compact_block
-from memory.errors import MemoryLayerError
+from memory.errors import InvalidConfig, InvalidInput, MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
 from memory.policy.manager import Actor, MemoryManager
@@ -105,8 +105,14 @@ class _Step:
         self.t0 = time.perf_counter()
         self.writer = getattr(runtime, "stream_writer", None)
         ctx = getattr(runtime, "context", None)
-        # None: no user id and policy.anonymous says off (or no thread to scope to).
-        self.user_id: str | None = resolve_user_id(ctx, config, anonymous)
+        # None: no user id and policy.anonymous says off (or no thread to scope to), or a user id
+        # of the wrong type (memory is off for the run; the error says why).
+        try:
+            self.user_id: str | None = resolve_user_id(ctx, config, anonymous)
+        except InvalidInput as exc:
+            self.user_id = None
+            self.errors.append(f"{step}: {type(exc).__name__}: {exc}")
+            log.warning("memory step skipped: %s", exc)
         self.now = resolve_now(ctx)
         conf = (config or {}).get("configurable", {}) or {}
         run_id = (config or {}).get("run_id")
@@ -204,10 +210,13 @@ def replay_journal(s: _Step, manager: MemoryManager, journal: WriteJournal | Non
         return
     for jid, res, exc in s.guard("journal replay", lambda: journal.replay(manager), []) or []:
         if exc is not None:
-            msg = f"{s.step} replay {jid}: {type(exc).__name__}: {exc} (kept in the write journal for a retry)"
+            # memory.journal drops an entry the write path refused as bad input: no retry fixes it.
+            retry = not (isinstance(exc, InvalidInput) and not isinstance(exc, InvalidConfig))
+            fate = "kept in the write journal for a retry" if retry else "dropped from the write journal: not storable"
+            msg = f"{s.step} replay {jid}: {type(exc).__name__}: {exc} ({fate})"
             log.warning("memory replay failed: %s", msg)
             s.errors.append(msg)
-            s.emit("error", op=f"replay {jid}", error=f"{type(exc).__name__}: {exc}", journal=jid, retry=True)
+            s.emit("error", op=f"replay {jid}", error=f"{type(exc).__name__}: {exc}", journal=jid, retry=retry)
         elif res is not None:
             _emit_written(s, res, res.record.namespace, res.record.content, "replayed from the write journal",
                           journal=jid)

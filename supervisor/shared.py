@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from memory.errors import InvalidInput
 from memory.policy.findings import findings
 from memory.policy.manager import MemoryManager
 from memory.policy.routing import shared_namespace
@@ -76,7 +77,11 @@ def steer_offline(mm: MemoryManager, intent: Any, state: dict[str, Any], config:
     run_id = (config or {}).get("run_id")
     actor = Actor(agent="supervisor:steer", thread_id=conf.get("thread_id"), run_id=str(run_id) if run_id else None)
     humans = [str(m.content) for m in state.get("messages") or [] if isinstance(m, HumanMessage)]
-    return steer(mm, intent, resolve_user_id(ctx, config), actor, message=humans[-1] if humans else "",
+    try:
+        user = resolve_user_id(ctx, config)
+    except InvalidInput as exc:  # a user id of the wrong type: answer, do not break the run
+        return f"Memory is off for this run: {exc}"
+    return steer(mm, intent, user, actor, message=humans[-1] if humans else "",
                  previous_user_message=humans[-2] if len(humans) > 1 else "", now=resolve_now(ctx))
 
 

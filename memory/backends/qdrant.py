@@ -55,11 +55,24 @@ from memory.backends.qdrant_points import (
     term_counts,
     to_payload,
 )
-from memory.errors import BackendUnavailable, InvalidInput, NotFound
+from memory.errors import BackendUnavailable, InvalidConfig, InvalidInput, NotFound, StoreReadOnly
 from memory.filters import matches, validate_filter
 from memory.namespace import Namespace
 from memory.records import MemoryQuery, MemoryRecord, ScoredMemory, index_text, utcnow
 from memory.settings import QdrantSettings
+
+
+def _local_dir(path: Path) -> None:
+    """Create local mode's storage directory; a path that is a file, or cannot be created, is
+    refused with what to do (it raised FileExistsError / PermissionError from mkdir before)."""
+    if path.exists() and not path.is_dir():
+        raise InvalidConfig(f"Qdrant local path {str(path)!r} is a file, not a directory; point "
+                            "MEMORY_QDRANT__PATH at a directory (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreReadOnly(f"cannot create the Qdrant local directory {str(path)!r}: {exc.strerror or exc}; "
+                            "point MEMORY_QDRANT__PATH at a writable directory") from exc
 
 
 class QdrantBackend(QdrantCollectionMixin, AsyncMixin):
@@ -114,7 +127,7 @@ class QdrantBackend(QdrantCollectionMixin, AsyncMixin):
             if len(targets) > 1:
                 raise InvalidInput("give only one of url / path / location")
             if path:
-                Path(path).expanduser().mkdir(parents=True, exist_ok=True)
+                _local_dir(Path(path).expanduser())
             try:
                 if url:
                     # check_compatibility would fire a request at construction; we connect lazily.
@@ -127,6 +140,9 @@ class QdrantBackend(QdrantCollectionMixin, AsyncMixin):
                                           force_disable_check_same_thread=True)
                 else:
                     client = QdrantClient(location=location or ":memory:")
+            except ValueError as exc:  # a URL qdrant-client cannot use ("myhost:6333": scheme "myhost")
+                raise InvalidConfig(f"Qdrant URL {url!r} cannot be used: {exc}; set MEMORY_QDRANT__URL to the "
+                                    "server's address, like http://HOST:6333") from exc
             except RuntimeError as exc:  # path already locked by another client
                 raise BackendUnavailable(
                     f"Qdrant local storage {str(path)!r} is in use by another process or client: {exc}. "

@@ -40,6 +40,7 @@ from memory.backends.sqlite_schema import (
     ns_clause,
     ns_term,
     ns_terms,
+    check_store_path,
     refuse_foreign,
     row_to_record,
 )
@@ -92,7 +93,7 @@ class SqliteBackend(QueryMixin, PartitionMixin, SqliteFileMixin, FilterSqlMixin,
         self._write_timeout_s = timeout_s
         if self.path != ":memory:":
             refuse_foreign(self.path)  # before the connection switches the file to WAL
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            check_store_path(self.path)
         self._pid = os.getpid()  # the process this connection belongs to (see _check_open)
         self._conn = self._connect()
         try:

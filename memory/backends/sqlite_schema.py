@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory.errors import SchemaMismatch, StoreCorrupt
+from memory.errors import InvalidConfig, SchemaMismatch, StoreCorrupt, StoreReadOnly
 from memory.namespace import Namespace, ancestors, ns_key
 from memory.records import MemoryMetadata, MemoryRecord, as_utc
 
@@ -100,6 +100,29 @@ OWN_TABLES = frozenset({
 })
 
 
+# Table names another program may well use too: such a table counts as ours only when its first
+# columns are ours (name and declared type). A foreign "memories" table, or a Rails-style
+# "schema_migrations" with text versions, made a foreign file look like a store: opening it then
+# added our migration table to it and failed ("table memories already exists", or a TypeError).
+_GENERIC: dict[str, tuple[tuple[str, str], ...]] = {
+    "meta": (("key", "TEXT"), ("value", "TEXT")),
+    "memories": (("rid", "INTEGER"), ("id", "TEXT"), ("ns", "TEXT"), ("content", "TEXT"), ("metadata", "TEXT")),
+    "deletions": (("seq", "INTEGER"), ("rid", "INTEGER")),
+    "schema_migrations": (("version", "INTEGER"),),
+    "ops": (("seq", "INTEGER"), ("kind", "TEXT"), ("body", "TEXT")),
+    "dead": (("seq", "INTEGER"), ("kind", "TEXT"), ("body", "TEXT")),
+}
+
+
+def _is_ours(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` (one of OWN_TABLES' names) has our layout, for the generic names."""
+    want = _GENERIC.get(table)
+    if want is None:
+        return True
+    cols = [(r[1], str(r[2]).upper()) for r in conn.execute(f'PRAGMA table_info("{table}")')]
+    return tuple(cols[: len(want)]) == want
+
+
 # Files this process has already found to be stores of ours: the backend and each side table
 # (audit log, collections, consolidation marks) open the same file, and one peek is enough.
 # Keyed by path and inode, so a file replaced under the same name is looked at again.
@@ -112,7 +135,8 @@ def refuse_foreign(path: str) -> None:
     Opening a file creates our tables in it (and switches it to WAL). Pointed by mistake at, say,
     LangGraph's own ``SqliteStore`` or checkpointer file, a ``memctl search`` used to add a dozen
     tables to that database and answer "no memories matched". A file that exists, holds tables
-    and none of ours is refused before anything is written; an empty or new file, a store of ours
+    and none of ours (a table with a generic name of ours, "memories", "meta", ..., counts only with
+    our columns) is refused before anything is written; an empty or new file, a store of ours
     (with or without tables of the user's own beside it) and a file that is no database at all
     (reported by the normal open as damaged) pass. Read-only peek: one connection, no write.
     """
@@ -131,12 +155,13 @@ def refuse_foreign(path: str) -> None:
         conn = sqlite3.connect(uri, uri=True, timeout=10)
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            ours = any(_is_ours(conn, n) for n in sorted(names & OWN_TABLES))
         finally:
             conn.close()
     except (OSError, sqlite3.Error):
         return  # unreadable or not a database: the normal open says what is wrong
     tables = {n for n in names if not n.startswith("sqlite_")}
-    if tables & OWN_TABLES:
+    if ours:
         _VERIFIED.add(key)
         return
     if not tables:
@@ -149,6 +174,35 @@ def refuse_foreign(path: str) -> None:
     )
 
 
+def check_store_path(path: str, *, create_parent: bool = True) -> None:
+    """Refuse a store path that names a directory, or lies under a regular file, with what to do;
+    create its missing parent directories (``create_parent``). A folder used to give "unable to
+    open database file", a path under a file a FileExistsError traceback from mkdir.
+
+    Raises:
+        InvalidConfig: the path cannot be a file.
+        StoreReadOnly: its directory cannot be created (permissions, a read-only mount).
+    """
+    if path == ":memory:":
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise InvalidConfig(f"store path {path!r} is a directory; point MEMORY_PATH (or --path) at a file, "
+                            f"e.g. {str(p / 'memory.sqlite')!r}")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InvalidConfig(f"store path {path!r}: {str(parent)!r} is a file, not a directory; point "
+                                    "MEMORY_PATH (or --path) somewhere else")
+            break
+    if create_parent:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreReadOnly(f"cannot create the store's directory {str(p.parent)!r}: {exc.strerror or exc}; "
+                                "point MEMORY_PATH (or --path) at a writable place") from exc
+
+
 def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connection:
     """A connection for a table kept beside the store (audit log, collection registry, judge views,
     consolidation marks): autocommit, usable from the worker threads, waiting up to 10 s for
@@ -159,8 +213,7 @@ def open_side_db(path: str, *, secure_delete: bool = False) -> sqlite3.Connectio
     each caller says what it was opening; :class:`StoreCorrupt` for another program's database
     (:func:`refuse_foreign`)."""
     refuse_foreign(path)
-    if path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    check_store_path(path)
     conn = sqlite3.connect(path, timeout=10, check_same_thread=False, isolation_level=None)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")

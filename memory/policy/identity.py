@@ -24,6 +24,8 @@ import hashlib
 import unicodedata
 from typing import Literal
 
+from memory.errors import InvalidInput  # the error tree only: no other memory module
+
 AnonymousMode = Literal["thread", "off"]
 ANONYMOUS_MODES: tuple[str, ...] = ("thread", "off")
 MAX_LABEL_CHARS = 128  # memory.namespace.MAX_LABEL_CHARS (kept literal: this module stays import-free)
@@ -83,14 +85,33 @@ def thread_label(thread_id: str) -> str:
     return f"{THREAD_PREFIX}{_digest(str(thread_id))[:40]}"
 
 
+def check_user_id(user_id: object) -> None:
+    """Refuse a user id that is neither text nor an integer (None passes: no user).
+
+    str() of a dict / bytes / float made a user of its repr: b"u1" became "b'u1'", another person
+    than "u1". The graph's memory nodes turn memory off for the run and say why.
+
+    Raises:
+        InvalidInput: naming the type and what to pass.
+    """
+    if user_id is not None and (isinstance(user_id, bool) or not isinstance(user_id, str | int)):
+        raise InvalidInput(f"user id must be a string or an integer, got {type(user_id).__name__} "
+                           f"{user_id!r:.40}; pass context.user_id / configurable.user_id as text "
+                           "(memory is off for this run)")
+
+
 def scope_label(user_id: object, thread_id: object, anonymous: str = "thread") -> str | None:
     """The label memory is read and written under, or None when memory is off for this caller.
 
     ``user_id`` None or blank means "no user": per-thread memory (``anonymous="thread"``, needs a
     thread id) or none (``"off"``).
+
+    Raises:
+        InvalidInput: ``user_id`` is neither text nor an integer (a dict, bytes, a float, a bool).
     """
     if anonymous not in ANONYMOUS_MODES:
         raise ValueError(f"policy.anonymous must be one of {ANONYMOUS_MODES}, got {anonymous!r}")
+    check_user_id(user_id)
     uid = "" if user_id is None else str(user_id)
     if uid.strip():
         return user_label(uid)
@@ -103,4 +124,4 @@ def is_anonymous_label(label: str) -> bool:
     return label.startswith(THREAD_PREFIX)
 
 
-__all__ = ["ANONYMOUS_MODES", "AnonymousMode", "is_anonymous_label", "scope_label", "thread_label", "user_label"]
+__all__ = ["ANONYMOUS_MODES", "AnonymousMode", "check_user_id", "is_anonymous_label", "scope_label", "thread_label", "user_label"]

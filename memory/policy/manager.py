@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.errors import InvalidConfig, NotFound
+from memory.errors import InvalidConfig, InvalidInput, NotFound
 from memory.filters import validate_filter
 from memory.namespace import NamespaceLike, ns_key, parse_namespace, parse_namespaces
 from memory.policy.access import AccessControl
@@ -41,6 +41,7 @@ from memory.service import (
     NewMemory,
     _metadata,
     check_content_size,
+    check_count,
     check_id,
     check_ids,
     clean_content,
@@ -336,7 +337,19 @@ class MemoryManager(MergeOps):
         return rec
 
     def summarize(self, hits: Sequence[SearchHit], goal: str = "", max_tokens: int | None = None) -> str:
-        budget = self.policy.summary_max_tokens if max_tokens is None else max_tokens
+        """The injection block of ``hits`` (what :meth:`recall` returned) under a token budget.
+
+        Raises:
+            InvalidInput: hits that are not SearchHits, a goal that is not text, a budget that
+                is not a non-negative integer (they raised AttributeError / TypeError before).
+        """
+        if isinstance(hits, str | bytes) or not isinstance(hits, Sequence) or not all(
+                isinstance(h, SearchHit) for h in hits):
+            raise InvalidInput("hits must be a list of SearchHit, as recall() returns them; "
+                               f"got {type(hits).__name__} {hits!r:.60}")
+        if not isinstance(goal, str):
+            raise InvalidInput(f"goal must be text, got {type(goal).__name__}")
+        budget = self.policy.summary_max_tokens if max_tokens is None else check_count("max_tokens", max_tokens)
         if self.chat_model is not None:
             return summarize_with_model(self.chat_model, hits, goal, budget)
         return summarize(hits, goal, budget)

@@ -235,3 +235,45 @@ def test_an_explicit_id_of_another_namespace_names_its_line_and_moves_nothing(sv
     f.write_text(json.dumps({"content": "an edit", "namespace": "user_profile/u1", "id": "m-u1"}) + "\n",
                  encoding="utf-8")
     assert [r.id for r in validate_jsonl(svc, f)] == ["m-u1"]  # its own namespace: a replacement
+
+
+def test_ctrl_c_mid_import_says_what_was_written_and_a_rerun_finishes_it(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C in the middle of ``memctl import FILE.jsonl`` exited 130 with no word: how much
+    was in, and whether running it again would duplicate, was left to guess. Now one line says
+    how many memories (whole batches) were written and to run the same command again; the store
+    holds exactly those batches, and the re-run stores the rest once."""
+    import os
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from memctl.cli import app
+
+    for k in [k for k in os.environ if k.startswith("MEMORY_")]:
+        monkeypatch.delenv(k)
+    store = tmp_path / "m.sqlite"
+    src = write_jsonl(tmp_path / "in.jsonl", [{"content": f"warehouse {i} ships {i * 7} boxes on day {i % 28}",
+                                               "namespace": f"domain_facts/w{i % 3}"} for i in range(50)])
+    real = SqliteBackend.upsert
+    calls = {"n": 0}
+
+    def interrupted(self: SqliteBackend, *a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:  # Ctrl-C while the third batch is being written
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(SqliteBackend, "upsert", interrupted)
+    args = ["--path", str(store), "import", str(src), "--batch-size", "10", "--workers", "1"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 130, res.output
+    assert "interrupted" in res.output and "20 of 50" in res.output and "again" in res.output, res.output
+    conn = sqlite3.connect(store)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert conn.execute("SELECT count(*) FROM memories").fetchone() == (20,)
+    conn.close()
+    monkeypatch.setattr(SqliteBackend, "upsert", real)
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0 and "imported 30 memories" in res.output and "20 duplicates" in res.output, res.output
+    with MemoryService.from_settings(MemorySettings(path=str(store))) as s:
+        assert s.count() == 50

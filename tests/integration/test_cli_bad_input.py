@@ -137,6 +137,86 @@ def test_api_refuses_another_programs_database_and_keeps_own_stores_open(tmp_pat
         assert [r.content for r in svc.list("user_profile/u1")] == ["Prefers bar charts"]
 
 
+@pytest.mark.parametrize("schema", [
+    # A table named like one of ours, with other columns: another memory tool's "memories".
+    "CREATE TABLE memories (id INTEGER PRIMARY KEY, text TEXT, user TEXT);"
+    "INSERT INTO memories (text, user) VALUES ('likes dark mode', 'u1');",
+    # A Rails-style database: "schema_migrations" with text versions, and a key-value "meta".
+    "CREATE TABLE schema_migrations (version VARCHAR NOT NULL PRIMARY KEY);"
+    "CREATE TABLE meta (name TEXT, val TEXT);"
+    "INSERT INTO schema_migrations VALUES ('20240101000000');",
+], ids=["memories_table", "rails_migrations"])
+def test_another_programs_database_with_a_table_named_like_ours_is_refused_untouched(
+        tmp_path: Path, schema: str) -> None:
+    """A foreign file was taken for a store when any of its table names was one of ours
+    ("memories", "meta", "schema_migrations", ...): opening it created our migration table in it
+    and failed with "SQLite error ...: table memories already exists"."""
+    import sqlite3
+
+    from memory.errors import StoreCorrupt
+
+    path = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(schema)
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreCorrupt, match="another program"):
+        MemoryService.from_settings(MemorySettings(path=str(path)))
+    code, out = _run(path, "add", "likes tea", "--ns", "user_profile/u1")
+    assert code == 1 and "another program" in out and "MEMORY_PATH" in out, out
+    assert path.read_bytes() == before and not Path(str(path) + "-wal").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_search_min_score_must_be_finite(store: tuple[Path, str], value: str) -> None:
+    """``--min-score nan`` answered "no memories matched" (exit 0): the filter compared False."""
+    code, out = _run(store[0], "search", "bar charts", "--ns", "user_profile/u1", "--min-score", value)
+    assert code == 2 and "min_score" in out and "finite number" in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("cmd", [["add", "likes tea", "--ns", "user_profile/u1"],
+                                 ["search", "tea", "--ns", "user_profile/u1"], ["stats"]])
+def test_a_store_path_that_is_a_directory_or_under_a_file_says_so(tmp_path: Path, cmd: list[str]) -> None:
+    """MEMORY_PATH naming a folder said "write a memory first" (read commands) or "cannot open
+    SQLite file ...: unable to open database file" (add); a path under a regular file raised
+    FileExistsError from mkdir, with a traceback."""
+    from memory.errors import InvalidConfig
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    code, out = _run(folder, *cmd)
+    assert code == 2 and "is a directory" in out and "Traceback" not in out, out
+    assert list(folder.iterdir()) == []
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    code, out = _run(blocker / "memory.sqlite", *cmd)
+    assert code == 2 and "not a directory" in out and str(blocker) in out and "Traceback" not in out, out
+    assert blocker.read_text() == "mine"
+    for bad in (folder, blocker / "memory.sqlite"):
+        with pytest.raises(InvalidConfig, match="MEMORY_PATH"):
+            MemoryService.from_settings(MemorySettings(path=str(bad)))
+
+
+def test_an_empty_tag_is_refused(store: tuple[Path, str]) -> None:
+    code, out = _run(store[0], "add", "likes green tea", "--ns", "user_profile/u1", "--tag", "")
+    assert code == 2 and "tags" in out and "empty" in out and "Traceback" not in out, out
+
+
+def test_a_store_whose_first_open_stopped_after_its_migration_table_still_opens(tmp_path: Path) -> None:
+    """Killed between creating ``schema_migrations`` and the first migration: still ours."""
+    import sqlite3
+
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    with MemoryService.from_settings(MemorySettings(path=str(path))) as svc:
+        svc.write("Prefers bar charts", "user_profile/u1")
+        assert [r.content for r in svc.list("user_profile/u1")] == ["Prefers bar charts"]
+
+
 def test_search_table_keeps_content_readable_in_a_narrow_console(store: tuple[Path, str]) -> None:
     """An 80-column console (a pipe) used to get the ten-column breakdown with the content folded
     to a few characters a line; it now gets the score only (the breakdown stays in --json)."""

@@ -89,6 +89,22 @@ def test_user_ids_map_to_labels_injectively_in_the_graph(manager, tmp_path):
     assert manager.service.count("user_profile/team_alice") == 0
 
 
+@pytest.mark.parametrize("bad", [{"id": "u1"}, b"u1", ["u1"], 1.5, True], ids=["dict", "bytes", "list", "float", "bool"])
+def test_an_ill_typed_user_id_turns_memory_off_with_an_error_not_a_new_user(manager, tmp_path, bad):
+    """``configurable.user_id`` of another type was str()-ed into a label: b"u1" became the user
+    "b'u1'" (the same person split in two), a dict the user "{'id': 'u1'}". Now the run answers
+    without memory, says why in ``memory_errors``, and nothing is stored or read; an integer id
+    is still the user of that number."""
+    team = Team(manager, tmp_path)
+    team.say("u1", "s0", "以后报表里的金额都用万元为单位。", config_user=True)
+    out = team.say(bad, "s1", "以后报表金额都用元为单位。", config_user=True)
+    assert written(out) == [] and out["messages"][-1].content == "done"
+    assert any("user id must be a string or an integer" in e for e in out["memory_errors"]), out["memory_errors"]
+    assert manager.service.count() == 1
+    out = team.say(42, "s2", "以后报表里的金额都用万元为单位。", config_user=True)
+    assert written(out) == ["user_profile/42"] and out["memory_errors"] == []
+
+
 def test_memory_hooks_keep_anonymous_threads_apart(manager):
     model = ScriptedChatModel(replies=["好的", "报表如下"])
     app = create_agent(model, [], middleware=[memory_middleware(manager)], checkpointer=InMemorySaver())

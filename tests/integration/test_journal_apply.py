@@ -70,3 +70,35 @@ def test_a_replayed_row_already_stored_is_not_stored_twice(mm: MemoryManager,
     assert calls == [{"extra.journal": jid}]
     assert [r.content for r in mm.service.list(NS)] == ["SELECT city FROM shops WHERE open = 1"]
     later.close()
+
+
+def test_a_write_the_store_refuses_as_bad_input_leaves_the_journal(mm: MemoryManager) -> None:
+    """A user message with a NUL (or any text the write path refuses as InvalidInput) used to stay
+    in the journal "for a retry" and fail again at every later turn and every graph build: a
+    retry cannot make bad input valid. It is reported once and dropped; a transient failure
+    still keeps its row."""
+    from memory.errors import BackendUnavailable, InvalidContent
+
+    jr = WriteJournal.for_store(mm.settings.path)
+    [bad] = jr.add([_entry("以后\x00报表都用元")])
+    with pytest.raises(InvalidContent, match="NUL"):
+        jr.apply(bad, mm)  # the write-behind thread's attempt: reported to the caller
+    assert len(jr) == 0 and jr.replay(mm) == []
+    # A store that is down is worth retrying: the row stays and the next replay stores it.
+    [ok] = jr.add([_entry("SELECT 1 FROM orders")])
+    real = mm.remember
+
+    def down(*a: object, **k: object) -> object:
+        raise BackendUnavailable("store down")
+
+    mm.remember = down  # type: ignore[method-assign]
+    try:
+        with pytest.raises(BackendUnavailable):
+            jr.apply(ok, mm)
+    finally:
+        mm.remember = real  # type: ignore[method-assign]
+    assert len(jr) == 1
+    [(jid, res, exc)] = jr.replay(mm)
+    assert jid == ok and exc is None and res is not None and res.status == "added" and len(jr) == 0
+    assert [r.content for r in mm.service.list(NS)] == ["SELECT 1 FROM orders"]
+    jr.close()

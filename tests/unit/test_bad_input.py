@@ -148,6 +148,11 @@ BAD_CONTENT = [
     pytest.param("abc\udcff", InvalidContent, ("surrogate", "undecodable bytes"), id="lone-surrogate"),
     pytest.param("abc\x00def", InvalidContent, ("NUL", "strip"), id="nul-char"),
     pytest.param("\x00", InvalidContent, ("NUL",), id="only-nul"),
+    # Invisible characters only (zero-width space, bidi override, BOM + joiner): stored as a memory
+    # nobody can see before, while namespace labels already refused them.
+    pytest.param("\u200b\u200b", InvalidContent, ("empty", "pass the text"), id="zero-width-only"),
+    pytest.param("\u202e", InvalidContent, ("empty", "pass the text"), id="bidi-override-only"),
+    pytest.param("\ufeff \u200d\u2060\x01", InvalidContent, ("empty", "pass the text"), id="invisible-mix"),
     pytest.param(12345, InvalidContent, ("must be text",), id="int"),
     pytest.param(None, InvalidContent, ("must be text",), id="none"),
 ]
@@ -162,6 +167,12 @@ def test_write_bad_content(svc, settings, content, exc, hints):
                          [p for p in BAD_CONTENT if p.id not in ("none",)])  # None means "keep content"
 def test_update_existing_with_bad_content(svc, settings, content, exc, hints):
     check_bad(svc, settings, exc, lambda: svc.update("m-chart", content, {"type": "note"}, now=NOW), *hints)
+
+
+def test_visible_text_with_invisible_characters_is_still_stored(svc):
+    """Only text with nothing visible is empty: emoji sequences with joiners and RTL text stay."""
+    for text in ["👨\u200d👩\u200d👧 family emoji", "\u202eمرحبا", "\u200bzero-width before"]:
+        assert svc.write(text, "user_profile/u7").content == text
 
 
 def test_content_exactly_at_limit_is_accepted_and_one_over_is_not(tmp_path):
@@ -377,6 +388,10 @@ def test_write_many_with_invalid_last_item_writes_nothing(svc, settings, last, e
     pytest.param({"now": "not a date"}, (), id="now-not-a-date"),
     pytest.param({"metadata": ["user_profile"]}, ("must be a dict",), id="metadata-list"),
     pytest.param({"metadata": {"tags": [1, 2]}}, ("tags",), id="metadata-int-tags"),
+    # Stored as given before (memctl add --tag ''): a tag no filter can name.
+    pytest.param({"metadata": {"tags": ["", "ok"]}}, ("tags", "empty"), id="metadata-empty-tag"),
+    pytest.param({"metadata": {"tags": " \u200b"}}, ("tags", "empty"), id="metadata-blank-tag"),
+    pytest.param({"metadata": {"tags": 5}}, ("tags",), id="metadata-int-as-tags"),
     pytest.param({"metadata": {"type": "x" * 65}}, ("type",), id="metadata-type-too-long"),
     pytest.param({"id": " padded "}, ("id",), id="id-padded"),
     pytest.param({"id": "x" * 200}, ("id",), id="id-too-long"),
@@ -435,6 +450,13 @@ def test_get_with_bad_id(svc, settings, bad_id):
     pytest.param({"query": ""}, ("query is empty",), id="empty-query"),
     pytest.param({"query": "  \n "}, ("query is empty",), id="blank-query"),
     pytest.param({"query": None}, ("query is empty",), id="none-query"),
+    pytest.param({"query": "\u200b\u202e"}, ("query is empty",), id="invisible-query"),
+    # Accepted before: NaN compared False with every score (an empty answer that looked like "no
+    # match"); a string raised a bare TypeError inside scoring.select.
+    pytest.param({"min_score": float("nan")}, ("min_score", "finite number"), id="min_score-nan"),
+    pytest.param({"min_score": "0.5"}, ("min_score", "finite number"), id="min_score-str"),
+    pytest.param({"min_sim": float("inf")}, ("min_sim", "finite number"), id="min_sim-inf"),
+    pytest.param({"min_sim": True}, ("min_sim", "finite number"), id="min_sim-bool"),
 ])
 def test_search_bad_arguments(svc, settings, kwargs, hints):
     kwargs = dict(kwargs)
@@ -659,3 +681,29 @@ def test_store_adapter_rejects_nan_values_and_huge_limits(settings):
             store.search(("memories",), query="word " * 200_000)
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------------- summarize / query type
+@pytest.mark.parametrize(("kwargs", "hints"), [
+    pytest.param({"hits": ["a memory as a string"]}, ("hits", "SearchHit", "recall"), id="hits-of-str"),
+    pytest.param({"hits": "charts"}, ("hits", "SearchHit"), id="hits-a-str"),
+    pytest.param({"goal": 5}, ("goal", "text"), id="goal-int"),
+    pytest.param({"max_tokens": -1}, ("max_tokens",), id="max_tokens-negative"),
+    pytest.param({"max_tokens": "400"}, ("max_tokens",), id="max_tokens-str"),
+])
+def test_summarize_bad_arguments_are_invalid_input(svc, settings, kwargs, hints):
+    """``MemoryManager.summarize`` (the README's first example) raised AttributeError for a list of
+    strings or a non-text goal, and returned "" for a negative budget."""
+    from memory.policy.audit import AuditLog
+    from memory.policy.manager import MemoryManager
+
+    mm = MemoryManager(svc, AuditLog(":memory:"))
+    hits = svc.search(QUERY, "user_profile", now=NOW)
+    args = {"hits": hits, **kwargs}
+    check_bad(svc, settings, InvalidInput, lambda: mm.summarize(args.pop("hits"), **args), *hints)
+    assert "chart" in mm.summarize(hits, goal="report")  # good arguments still work
+
+
+def test_a_query_that_is_not_text_says_so(svc, settings):
+    """bytes as a query said "query is empty"."""
+    check_bad(svc, settings, InvalidInput, lambda: svc.search(b"charts", "user_profile"), "query must be text", "bytes")

@@ -231,6 +231,130 @@ def test_settings_errors_do_not_echo_secrets(monkeypatch: pytest.MonkeyPatch) ->
     assert "MEMORY_QDRANT__TIMEOUT_S" in str(info.value) and "s3cr3t" not in str(info.value)
 
 
+@pytest.mark.parametrize("url", ["not a url", "ftp://qdrant.internal:6333", "http://", "http://host:99999",
+                                 "http://host:port", " http://localhost:6333"])
+def test_a_qdrant_url_that_cannot_work_is_refused_when_settings_load(url: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    store: Path) -> None:
+    """Accepted before: the first write died with a raw urllib3 LocationParseError / ValueError
+    traceback ("not a url", "ftp://..."), or queued every write for a server that cannot exist."""
+    monkeypatch.setenv("MEMORY_BACKEND", "qdrant")
+    monkeypatch.setenv("MEMORY_QDRANT__URL", url)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(path=":memory:")
+    msg = str(info.value)
+    assert "MEMORY_QDRANT__URL" in msg and "http://HOST:6333" in msg, msg
+    refused(store, "add", "likes tea", "--ns", "user_profile/u9", hints=("MEMORY_QDRANT__URL",))
+
+
+@pytest.mark.parametrize("url", ["http://localhost:6333", "https://qdrant.example.com", "localhost:6333",
+                                 "qdrant.internal:6333", "http://[::1]:6333/prefix"])
+def test_qdrant_urls_qdrant_client_accepts_still_load(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_QDRANT__URL", url)
+    assert MemorySettings.load(path=":memory:").qdrant.url == url
+
+
+def test_a_qdrant_local_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    """Raised FileExistsError from mkdir (a traceback) before; the file is left alone."""
+    from memory.service import MemoryService
+
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    settings = MemorySettings(path=str(tmp_path / "m.sqlite"), backend="qdrant", qdrant={"path": str(f)})
+    with pytest.raises(InvalidConfig, match="MEMORY_QDRANT__PATH") as info:
+        MemoryService.from_settings(settings)
+    assert "directory" in str(info.value) and f.read_text() == "mine"
+
+
+@pytest.mark.parametrize(("var", "value"), [("MEMORY_SCORING__TYPE_BOOSTS", "notjson"),
+                                          ("MEMORY_ACL__KINDS", "{bad"), ("MEMORY_POLICY__TTL_DAYS", "{'note': 3}")])
+def test_a_dict_setting_that_is_not_json_names_its_variable(var: str, value: str, store: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Said "cannot read config file 'None': error parsing value for field "scoring" from source
+    "EnvSettingsSource"" before: no variable, no config file involved, nothing to do."""
+    monkeypatch.setenv("MEMORY_SCORING__ALPHA", "0.9")  # a good scalar of the same group is not blamed
+    monkeypatch.setenv(var, value)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(path=":memory:")
+    msg = str(info.value)
+    assert var in msg and "JSON" in msg and "None" not in msg and "MEMORY_SCORING__ALPHA" not in msg, msg
+    refused(store, "stats", hints=(var, "JSON"))
+
+
+@pytest.mark.parametrize(("text", "hint"), [("- 1\n- 2\n", "a list"), ("just a string\n", "a str"),
+                                            ("42\n", "a int")])
+def test_a_yaml_file_that_is_not_a_mapping_says_so(text: str, hint: str, tmp_path: Path) -> None:
+    """Said "cannot convert dictionary update sequence element #0 to a sequence" before."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings.load(cfg, path=":memory:")
+    msg = str(info.value)
+    assert str(cfg) in msg and "mapping" in msg and hint in msg and "dictionary update" not in msg, msg
+
+
+def test_a_config_path_that_is_a_directory_says_so(tmp_path: Path, store: Path) -> None:
+    """Said "config file ... does not exist" of a folder that exists."""
+    with pytest.raises(InvalidConfig, match="is a directory") as info:
+        MemorySettings.load(tmp_path, path=":memory:")
+    assert "does not exist" not in str(info.value)
+    res = CliRunner().invoke(app, ["--config", str(tmp_path), "--path", str(store), "stats"])
+    assert res.exit_code == 2 and "is a directory" in res.output, res.output
+
+
+@pytest.mark.parametrize(("kwargs", "hint"), [({"path": 123}, "path"), ({"scoring": "x"}, "scoring"),
+                                           ({"backend": "postgres"}, "backend"), ({"nope": 1}, "nope")])
+def test_settings_built_directly_raise_invalid_config(kwargs: dict[str, Any], hint: str) -> None:
+    """``MemorySettings(path=...)`` is how the README's first example builds settings: bad values
+    raised pydantic's ValidationError (outside memory.errors, with its URL and input dump)."""
+    with pytest.raises(InvalidConfig) as info:
+        MemorySettings(**kwargs)
+    msg = str(info.value)
+    assert hint in msg and "fix the value where it is set" in msg and "errors.pydantic.dev" not in msg, msg
+
+
+def test_settings_built_directly_name_a_bad_json_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_SCORING__TYPE_BOOSTS", "notjson")
+    with pytest.raises(InvalidConfig, match="MEMORY_SCORING__TYPE_BOOSTS"):
+        MemorySettings(path=":memory:")
+
+
+def test_a_misspelt_memory_variable_is_reported_not_silently_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """``MEMORY_BACKEDN=qdrant`` was ignored without a word: the store stayed SQLite. A warning now
+    names the variable and the setting it probably meant (not an error: other programs may use the
+    prefix); the variables the package reads besides settings pass quietly."""
+    import logging
+
+    monkeypatch.setenv("MEMORY_BACKEDN", "qdrant")
+    monkeypatch.setenv("MEMORY_DEMO_MODEL", "openai:gpt-4o-mini")
+    with caplog.at_level(logging.WARNING, logger="memory.settings"):
+        s = MemorySettings.load(path=":memory:")
+    assert s.backend == "sqlite"
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "MEMORY_BACKEDN" in text and "MEMORY_BACKEND" in text and "MEMORY_DEMO_MODEL" not in text, text
+    caplog.clear()
+    monkeypatch.delenv("MEMORY_BACKEDN")
+    with caplog.at_level(logging.WARNING, logger="memory.settings"):
+        MemorySettings.load(path=":memory:")
+    assert not caplog.records
+
+
+def test_a_hub_model_that_is_not_cached_offline_is_not_called_unknown(tmp_path: Path) -> None:
+    """A real fastembed model name with downloads off (HF_HUB_OFFLINE, set by tests/conftest.py)
+    was reported as "unknown embedding model", the message suggesting the very thing given."""
+    import os
+
+    from memory.embeddings import get_embedder
+
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # nothing may download
+    with pytest.raises(InvalidConfig) as info:
+        get_embedder("BAAI/bge-small-en-v1.5", cache_dir=str(tmp_path))
+    msg = str(info.value)
+    assert "unknown" not in msg and "not in the fastembed cache" in msg and "MEMORY_EMBEDDING__CACHE_DIR" in msg, msg
+    with pytest.raises(InvalidConfig, match="unknown embedding model"):
+        get_embedder("nonsense/model", cache_dir=str(tmp_path))
+
+
 def test_a_yaml_file_with_inf_is_refused(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("scoring:\n  alpha: .inf\npolicy:\n  ttl_days: {note: -3}\n")
