@@ -56,8 +56,9 @@ MAX_LIMIT = 2**62  # SQLite integers are 64-bit: a larger LIMIT raised OverflowE
 # What a forgotten or hard-deleted event keeps: its seq, time, action, memory id and actors.
 FORGOTTEN = "forgotten"
 
+# Every action an event is recorded with; `events(action=...)` refuses others (a typo used to list nothing).
 ACTIONS = ("search", "add", "merge", "update", "supersede", "skip", "delete", "restore", "evict", "expire",
-           "forget_user", "redact", "deny")
+           "forget_user", "redact", "deny", "import", "index", "collection_remove")
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ class AuditLog:
                memory_id: str | None = None, limit: int = 100) -> list[AuditEvent]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be an integer from 0 to {MAX_LIMIT}, got {limit!r:.40}")
+        if action is not None and action not in ACTIONS:
+            raise InvalidInput(f"unknown audit action {action!r:.40}; use one of: {', '.join(ACTIONS)}")
         where, params = ["1"], []
         if action:
             where.append("action = ?")

@@ -233,3 +233,20 @@ def test_search_table_keeps_content_readable_in_a_narrow_console(store: tuple[Pa
         text = con.export_text()
         assert "Prefers bar charts" in text, text  # on one line, not folded
         assert ("decay" in text) == breakdown, text
+
+
+def test_audit_with_an_unknown_action_names_the_valid_ones(tmp_path: Path) -> None:
+    """`memctl audit --action nope` listed nothing (as if no event matched); a typo must say so."""
+    from typer.testing import CliRunner
+
+    from memctl.cli import app
+
+    store = tmp_path / "m.sqlite"
+    runner = CliRunner()
+    added = runner.invoke(app, ["--path", str(store), "add", "prefers metric units", "--ns", "user_profile/u1"])
+    assert added.exit_code == 0, added.output
+    bad = runner.invoke(app, ["--path", str(store), "audit", "--action", "nope"])
+    assert bad.exit_code != 0
+    assert "unknown audit action 'nope'" in bad.output and "add" in bad.output
+    good = runner.invoke(app, ["--path", str(store), "audit", "--action", "add"])
+    assert good.exit_code == 0 and "add" in good.output
