@@ -58,23 +58,25 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def switches(on: bool) -> None:
-    for k in SWITCHES:
-        os.environ[k] = "true" if on else "false"
+def switches(adapter: bool, strip: bool) -> None:
+    """scoring.query_adapter and scoring.strip_speakers through the environment (read by MemorySettings)."""
+    for k, v in zip(SWITCHES, (adapter, strip), strict=True):
+        os.environ[k] = "true" if v else "false"
 
 
-def arm_plain(emb: Any, locomo: Path, on: bool) -> dict[str, Any]:
-    """Candidates with both switches off or on (the shipped adapter), then the shipped point out of set."""
+def arm_plain(emb: Any, locomo: Path, adapter: bool, strip: bool) -> dict[str, Any]:
+    """Candidates with the switches as given (the shipped adapter), then the shipped point out of set."""
     import memory.query_adapter as qa
 
     qa._LOADED.clear()
-    switches(on)
+    switches(adapter, strip)
+    on = adapter or strip
     t0 = time.time()
     sets = tr.narrow(tr.load_sets(emb, locomo), 38)
     t1 = time.time()
     ranks = tr.out_of_set(sets, POINT)
     t2 = time.time()
-    print(f"arm {'on' if on else 'off'}: load {t1 - t0:.0f} s, {len(sets)} folds {t2 - t1:.0f} s; {uptime()}",
+    print(f"arm adapter={adapter} strip={strip}: load {t1 - t0:.0f} s, {len(sets)} folds {t2 - t1:.0f} s; {uptime()}",
           flush=True)
     out: dict[str, Any] = {"sets": sets, "ranks": ranks, "times": (t1 - t0, t2 - t1)}
     if not on:
@@ -124,7 +126,7 @@ def fold_candidates(data: Path, convs: Sequence[str] | None, emb: Any, adapters:
         turns = {c: t for c, t in turns.items() if c in convs}
         questions = [q for q in questions if q.conversation_id in convs]
     settings = MemorySettings(path=":memory:")  # the switches from the environment (both on)
-    assert settings.scoring.query_adapter and settings.scoring.strip_speakers
+    assert settings.scoring.query_adapter
     out = []
     with MemoryService.from_settings(settings, embedder=emb) as svc:
         for conv, ts in turns.items():
@@ -142,10 +144,10 @@ def fold_candidates(data: Path, convs: Sequence[str] | None, emb: Any, adapters:
     return out
 
 
-def arm_fold(emb: Any, locomo: Path) -> dict[str, Any]:
+def arm_fold(emb: Any, locomo: Path, strip: bool = True) -> dict[str, Any]:
     from memory.settings import ScoringSettings
 
-    switches(True)
+    switches(True, strip)
     t0 = time.time()
     ad = fold_adapters(emb, locomo)
     t1 = time.time()
@@ -176,6 +178,7 @@ class _Every(dict):  # type: ignore[type-arg]
         return self.a
 
 
+ARMS = ("off", "on", "fold", "fold_adapter", "strip")
 POINT = (5, 300, 0.05, 40)  # the shipped grid point (memory/rerank_model.json info.grid_point)
 
 
@@ -238,7 +241,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--locomo", type=Path, default=ROOT.parents[1] / "shared" / "data" / "locomo")
     ap.add_argument("--cache", type=Path, default=None)
-    ap.add_argument("--arms", default="off,on", help="comma-separated: off, on, fold")
+    ap.add_argument("--arms", default="off,on", help="comma-separated: off, on, fold; one-switch probes: fold_adapter (per-fold adapter, speakers kept), strip "
+                    "(speakers stripped, no adapter)")
     ap.add_argument("--out", type=Path, required=True, help="prefix of the pickles each arm writes / --report reads")
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --report: write the switched-on model if the gate passes")
@@ -250,26 +254,33 @@ def main() -> None:
         emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
         print(uptime(), flush=True)
         for arm in args.arms.split(","):
-            res = arm_fold(emb, args.locomo) if arm == "fold" else arm_plain(emb, args.locomo, arm == "on")
+            # fold_adapter: per-fold adapter, speakers kept; strip: speakers stripped, no adapter (one-switch probes)
+            if arm in ("fold", "fold_adapter"):
+                res = arm_fold(emb, args.locomo, strip=arm == "fold")
+            else:
+                res = arm_plain(emb, args.locomo, arm == "on", arm in ("on", "strip"))
             Path(f"{args.out}_{arm}.pkl").write_bytes(pickle.dumps(res))
         return
-    arms = {a: pickle.loads(Path(f"{args.out}_{a}.pkl").read_bytes()) for a in ("off", "on", "fold")
+    arms = {a: pickle.loads(Path(f"{args.out}_{a}.pkl").read_bytes()) for a in ARMS
             if Path(f"{args.out}_{a}.pkl").exists()}
     off = arms["off"]
     sets = off["sets"]
     cols = {"linear (off)": {k: [q.base_rank for q in qs] for k, qs in sets.items()},
             "shipped file as is": off["shipped_as_is"], "off LOSO": off["ranks"]}
-    cols.update({f"{a} LOSO": arms[a]["ranks"] for a in ("on", "fold") if a in arms})
+    cols.update({f"{a} LOSO": arms[a]["ranks"] for a in ARMS[1:] if a in arms})
     print("out of set R@5 / R@10 / MRR (shipped file as is: in sample on LoCoMo tuning and zh_en..zh_en_6)")
     table(sets, cols)
     print("shipped point LOSO over its own 11 fitting sets (stop 29's reference) vs the same sets in the off arm:")
     table({k: sets[k] for k in OLD_SETS}, {"old 11 sets": off["shipped_loso_old"],
                                            "14 sets": {k: off["ranks"][k] for k in OLD_SETS}})
-    for a in ("on", "fold"):
+    for a in ARMS[1:]:
         if a in arms:
             print(f"{a} arm: linear (its own candidates), LoCoMo tuning "
                   f"{tr._fmt(tr.metrics([q.base_rank for k in tr.LOCOMO_TUNE for q in arms[a]['sets'][k]]))}")
     verdict = {a: gate(sets, arms[a]["ranks"], off["ranks"], a) for a in ("on", "fold") if a in arms}
+    for a in ARMS[3:]:  # the one-switch probes: not a ship decision, the same comparison
+        if a in arms:
+            gate(sets, arms[a]["ranks"], off["ranks"], a)
     if args.write:
         if not verdict or not all(verdict.values()):
             print("gate not passed by every arm run; nothing written")
