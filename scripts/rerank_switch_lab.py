@@ -19,6 +19,13 @@ leave-one-set-out, on candidates found through search's own candidate step (``Me
   exact recipe would need one candidate pass per (fold, set) pair), so training rows are slightly harder than
   at ship time, where the reranker sees candidates of an adapter fitted on them.
 
+* ``fold_adapter`` / ``strip``: one switch at a time (per-fold adapter with the speakers' names kept; speakers
+  stripped without the adapter), to see which switch moves what.
+
+Measured (stop 30, fitting sets only, out of set, R@5 / R@10 / MRR; load 2.5-4.9): LoCoMo tuning off .799 / .858 /
+.638, on .808 / .876 / .659, per-fold .804 / .864 / .649; zh/en mean MRR .769 / .783 / .777; the mixed direction
+loses .015 (on) / .020 (per fold) MRR, so the gate fails and nothing ships.
+
 ``--report`` prints per set, per LoCoMo category and per zh/en direction R@5 / R@10 / MRR out of set for each arm,
 and the gate of the brief: switches on beats off on LoCoMo MRR by >= .005 and on the zh/en mean MRR, with no zh/en
 direction losing more than .01 MRR (per direction, mean over the zh/en sets of the change), for the ``on`` and
