@@ -42,7 +42,7 @@ from memory.settings import MemorySettings, ScoringSettings
 
 DEPTH = 50
 LOCOMO_TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
-ZH_NAMES = ("zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6")
+ZH_NAMES = ("zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6", "zh_en_7", "zh_en_8", "zh_en_9")
 ZH_DIRS = {k: Path(__file__).resolve().parents[1] / "tests" / "data" / k for k in ZH_NAMES}
 # (max_depth, max_iter, learning_rate, min_samples_leaf): the first is the smallest model. A larger
 # one, (6, 500, 0.05, 20), was tried the same way and ranked LoCoMo worse (out of set MRR .635).
