@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +33,7 @@ from memory.records import (
     new_id,
 )
 from memory.settings import MemorySettings
+from memory.text import is_blank
 
 MAX_TTL_DAYS = 36_500  # a century: longer means "forever", which is the default anyway
 # The most results one call returns: larger values only overflowed SQLite's 64-bit integers
@@ -129,13 +129,6 @@ def check_ids(ids: object) -> list[str]:
     if not out:
         raise InvalidInput("no id given; pass at least one memory id")
     return out
-
-
-def is_blank(text: str) -> bool:
-    """Nothing visible: whitespace, control and format characters only (zero-width space, bidi
-    overrides, BOM, joiners). Such text was stored as a memory nobody can read, or searched for
-    as if it were a question. Stops at the first visible character."""
-    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
 
 
 def clean_content(content: object, max_chars: int) -> str:

@@ -177,3 +177,10 @@ def count_tokens(text: str) -> int:
     cjk = len(cjk_re.findall(text))
     words = len(re.findall(r"[^\W_]+", cjk_re.sub(" ", text)))
     return cjk + int(words * 1.3 + 0.5)
+
+
+def is_blank(text: str) -> bool:
+    """Nothing visible: whitespace, control and format characters only (zero-width space, bidi
+    overrides, BOM, joiners). Such text was stored as a memory nobody can read, or searched for
+    as if it were a question. Stops at the first visible character."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf") for ch in text)

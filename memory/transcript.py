@@ -35,7 +35,7 @@ from typing import Any
 
 from memory.errors import BackendUnavailable, InvalidContent, InvalidInput
 from memory.records import as_utc, utcnow
-from memory.text import count_tokens
+from memory.text import count_tokens, is_blank
 
 ROLES = ("user", "assistant", "agent", "system", "tool")
 MAX_TEXT_CHARS = 20_000
@@ -146,8 +146,9 @@ class GroupTranscript:
         mid, who, th = _label("message_id", message_id), _label("sender", sender), _label("thread", thread)
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidContent("text must be a non-empty string")
+        if not isinstance(text, str) or is_blank(text):
+            # Invisible-only text (a zero-width space, a bidi mark) is empty too: nobody can read it back.
+            raise InvalidContent("text must be a non-empty string with visible characters")
         if len(text) > MAX_TEXT_CHARS:
             raise InvalidContent(f"text is {len(text)} characters; at most {MAX_TEXT_CHARS}")
         return (mid, th, parse_ts(ts).timestamp(), who, role, text)

@@ -75,7 +75,7 @@ def test_order_dedupe_since_summary_and_retention(tmp_path):
 @pytest.mark.parametrize("kwargs, err", [
     ({"message_id": ""}, InvalidInput), ({"sender": " "}, InvalidInput), ({"role": "boss"}, InvalidInput),
     ({"text": ""}, InvalidContent), ({"text": "x" * 20_001}, InvalidContent), ({"ts": "yesterday"}, InvalidInput),
-    ({"thread": ""}, InvalidInput),
+    ({"thread": ""}, InvalidInput), ({"text": "\u200b"}, InvalidContent), ({"text": " \u202e\ufeff "}, InvalidContent),
 ])
 def test_bad_input_is_refused_and_nothing_is_stored(tmp_path, kwargs, err):
     with GroupTranscript(tmp_path / "t.sqlite") as t:
