@@ -9,10 +9,11 @@ leaves every later hit where it was.
 
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
-candidate). The later ones read a candidate against the others (its session, its neighbour turns,
-its rank among every candidate, the top hits' terms, the question's Han bigrams:
-:mod:`memory.rerank_context`); a model reads a prefix of :data:`FEATURES`, and features past it
-are not computed, so a model fitted without them costs nothing more. The model is plain JSON
+candidate). The later ones read a candidate against the others: whether a newer candidate states
+the same slot (:mod:`memory.rerank_supersede`), then its session, its neighbour turns, its rank
+among every candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
+a model reads a prefix of :data:`FEATURES`, and features past it are not computed, so a model
+fitted without them costs nothing more. The model is plain JSON
 (``rerank_model.json``, exported from scikit-learn's ``HistGradientBoostingClassifier`` by
 ``python -m memctl.tune_retrieval --stage rerank``), evaluated here with numpy, so search never
 imports scikit-learn.
@@ -39,6 +40,7 @@ from memory.errors import InvalidConfig
 from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
 from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, terms
+from memory.rerank_supersede import SUPERSEDE_FEATURES, supersede_features
 from memory.scoring import han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
@@ -50,8 +52,10 @@ FEATURES: tuple[str, ...] = (
     "q_han", "m_han", "visibility", "cover_turn", "cover_context", "cover_gain", "speaker_named",
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
-) + CONTEXT_FEATURES
-_OWN = len(FEATURES) - len(CONTEXT_FEATURES)  # the features memory.rerank_context does not compute
+) + SUPERSEDE_FEATURES + CONTEXT_FEATURES
+# The features computed here; then memory.rerank_supersede's; then memory.rerank_context's.
+_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(SUPERSEDE_FEATURES)
+_SUP = _OWN + len(SUPERSEDE_FEATURES)
 
 
 @lru_cache(maxsize=65536)
@@ -105,6 +109,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     contexts = [c if isinstance(c := h.record.metadata.extra.get("context"), str) else "" for h in hits]
     prev_gap, next_gap = [ABSENT] * n, [ABSENT] * n
     neighbours: list[list[int]] = [[] for _ in range(n)]
+    before: list[list[int]] = [[] for _ in range(n)]
     for i in range(n):
         if not contexts[i]:
             continue
@@ -114,9 +119,13 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                 next_gap[j] = min(next_gap[j], best_s - scores[i])
                 neighbours[i].append(j)
                 neighbours[j].append(i)
-    if width is not None and width <= _OWN:  # a model that reads none of the listwise features
-        extra: list[tuple[float, ...]] = [()] * n
-    else:
+                before[i].append(j)
+    # Feature groups past the model's prefix are not computed.
+    sup: list[tuple[float, ...]] = [()] * n
+    extra: list[tuple[float, ...]] = [()] * n
+    if width is None or width > _OWN:
+        sup = supersede_features(hits, q, stamps, before)
+    if width is None or width > _SUP:
         pool = hits if pool is None else pool
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
         extra = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
@@ -139,7 +148,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
             float(plan.window is not None), float(plan.wants_time), st_time,
             float(plan.wants_current), float(plan.asks_past), asked, log_chars,
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
-            prev_gap[i], next_gap[i], *extra[i],
+            prev_gap[i], next_gap[i], *sup[i], *extra[i],
         ))
     return np.array(rows, dtype=float)
 

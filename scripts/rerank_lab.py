@@ -9,7 +9,7 @@ Loads only the fitting sets (LoCoMo tuning conv-26/30/41/42/43, zh_en ... zh_en_
 (leave-one-set-out) R@5 / R@10 / MRR on the pooled LoCoMo tuning half, the zh/en sets' mean MRR,
 MRR per LoCoMo category and per zh/en direction, and the per-direction MRR change against the
 linear ranking. ``--features``: ``old`` = stop 27's 38 features, ``all`` = every feature,
-``listwise`` = the first 46, ``+a,b`` = the 38 plus the named ones. ``lambdarank`` / ``rank_xendcg``
+``listwise`` = the 38, the superseded group and 8 listwise ones, ``+a,b`` = the 38 plus the named ones. ``lambdarank`` / ``rank_xendcg``
 fit LightGBM's ranking objectives (``pip install lightgbm``; offline only, never shipped).
 ``--locomo-weight``: LoCoMo questions weigh this much more in the fit.
 """
@@ -34,13 +34,13 @@ from memory.rerank import FEATURES  # noqa: E402
 
 
 def columns(spec: str) -> list[int]:
-    own = len(FEATURES) - len(tr.CONTEXT_FEATURES)
+    own = FEATURES.index("sup_dice")  # stop 27's 38 features come first
     if spec == "old":
         return list(range(own))
     if spec == "all":
         return list(range(len(FEATURES)))
     if spec == "listwise":
-        return list(range(tr.WIDTHS[0]))
+        return list(range(FEATURES.index("sess_own_gap") + 8))
     if spec.startswith("+"):
         return list(range(own)) + [FEATURES.index(n) for n in spec[1:].split(",")]
     raise SystemExit(f"--features: old, all, listwise or +name,name (names: {', '.join(tr.CONTEXT_FEATURES)})")
