@@ -157,6 +157,23 @@ def table(sets: dict[str, list[dict[str, Any]]], scores: dict[str, dict[str, lis
             zh = [h for h in held if h in tr.ZH_DIRS]
             per["zh/en mean MRR"] = float(np.mean([per[h]["MRR"] for h in zh]))
             res[f"{cfg}|{lab}"] = per
+    # On the questions that gained a restatement: how often the model puts a labelled (original) evidence turn
+    # above every added restatement turn, both being in the head. The hypothesis predicts b > a here.
+    for cfg, sc in scores.items():
+        per = {}
+        pooled: dict[str, list[float]] = {"LoCoMo pooled": [], "zh/en pooled": []}
+        for h in held:
+            first: list[float] = []
+            for z, r in zip(sc[h], sets[h], strict=True):
+                added = (r["y_aug"] > 0) & (r["y"] == 0)
+                if not r["gained"] or not added.any() or not r["y"].any():
+                    continue
+                first.append(float(z[r["y"] > 0].max() > z[added].max()))
+            per[h] = {"n": len(first), "statement_first": float(np.mean(first)) if first else float("nan")}
+            pooled["LoCoMo pooled" if h in tr.LOCOMO_TUNE else "zh/en pooled"].extend(first)
+        for k, first in pooled.items():
+            per[k] = {"n": len(first), "statement_first": float(np.mean(first)) if first else float("nan")}
+        res[f"{cfg}|statement_first"] = per
     return res
 
 
@@ -217,6 +234,13 @@ def main() -> int:
         print(f"  {r:14s} " + "  ".join(
             f"{c}: {mrr(c, 'y') - mrr('a38_stop28', 'y'):+.3f} -> {mrr(c, 'y_aug') - mrr('a38_stop28', 'y_aug'):+.3f}"
             for c, _, _ in configs[1:]))
+    print("\nquestions with both a labelled turn and an added restatement in the head: share where the model ranks "
+          "a labelled turn above every added one")
+    for h in [*held, "LoCoMo pooled", "zh/en pooled"]:
+        v = res["a38_stop28|statement_first"][h]
+        if v["n"]:
+            print(f"  {h:14s} n {v['n']:4d}  " + "  ".join(
+                f"{c} {res[f'{c}|statement_first'][h]['statement_first']:.3f}" for c, _, _ in configs))
     return 0
 
 
