@@ -157,7 +157,7 @@ def clean_content(content: object, max_chars: int) -> str:
     if "\x00" in content:
         raise InvalidContent("content contains NUL characters; strip them first")
     text = content.strip()
-    if not text or is_blank(text):
+    if is_blank(text):  # empty, or nothing visible (zero-width, bidi marks)
         raise InvalidContent("content is empty; pass the text to remember")
     if len(text) > max_chars:
         raise InvalidContent(
