@@ -127,59 +127,38 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     for h, ctx in zip(hits, contexts, strict=True):
         rec = h.record
         mh, tt, st_time, asked, log_chars = _content(rec.content)
-        own = qt & tt
-        cover_c = len(own | (qt & terms(ctx))) if ctx else len(own)
+        asked_terms = qt & tt
+        n_context = len(asked_terms | (qt & terms(ctx))) if ctx else len(asked_terms)
         in_window = plan.window is not None and plan.window[0] <= rec.created_at < plan.window[1]
-        text_cols.append((mh, len(own), cover_c, float(bool(named) and rec.metadata.extra.get("speaker") in named),
+        text_cols.append((mh, len(asked_terms), n_context, float(bool(named) and rec.metadata.extra.get("speaker") in named),
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
     cols = _OWN if width is not None and width <= _OWN else _SUP if width is not None and width <= _SUP \
         else len(FEATURES)
-    x = np.empty((n, cols))
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
-    x[:, 0] = scores
-    x[:, 1] = best_s - scores
-    x[:, 2] = np.arange(n)
-    x[:, 3] = num[:, 1]
-    x[:, 4] = num[:, 1] / best_sim
-    x[:, 5] = vec
-    x[:, 6] = best_v - vec
-    x[:, 7] = _ranks(vec)
-    x[:, 8] = num[:, 3]
-    x[:, 9] = raw_a
-    x[:, 10] = raw_a / best_k
-    x[:, 11] = np.where(raw_a > 0, _ranks(raw_a), n)
-    x[:, 12] = num[:, 4]
-    x[:, 13] = num[:, 5]
-    x[:, 14] = (st_a - old) / (new - old) if new > old else 1.0
-    x[:, 15] = st_a == new
-    x[:, 16] = qh
     mh_a = tc[:, 0]
-    x[:, 17] = mh_a
-    x[:, 18] = qh * mh_a + (1.0 - qh) * (1.0 - mh_a)  # keyword_visibility(qh, mh)
-    if nq:
-        x[:, 19] = tc[:, 1] / nq
-        x[:, 20] = tc[:, 2] / nq
-        x[:, 21] = x[:, 20] - x[:, 19]
-    else:
-        x[:, 19:22] = 0.0
-    x[:, 22] = tc[:, 3]
-    x[:, 23] = float(bool(named))
-    x[:, 24] = tc[:, 4]
-    x[:, 25] = float(plan.window is not None)
-    x[:, 26] = float(plan.wants_time)
-    x[:, 27] = tc[:, 5]
-    x[:, 28] = float(plan.wants_current)
-    x[:, 29] = float(plan.asks_past)
-    x[:, 30] = tc[:, 6]
-    x[:, 31] = tc[:, 7]
-    x[:, 32] = n
-    x[:, 33] = nq
-    x[:, 34] = [len(session[st]) for st in stamps]
-    x[:, 35] = [best_s - session_best[st] for st in stamps]
-    x[:, 36] = prev_gap
-    x[:, 37] = next_gap
+    cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
+    # By name, so a feature added to FEATURES without a column here fails loudly (KeyError), never
+    # leaves np.empty's garbage in a column.
+    own: dict[str, Any] = {
+        "score": scores, "score_gap": best_s - scores, "rank": np.arange(n), "sim": num[:, 1],
+        "sim_rel": num[:, 1] / best_sim, "vector": vec, "vector_gap": best_v - vec, "vector_rank": _ranks(vec),
+        "keyword": num[:, 3], "bm25": raw_a, "bm25_rel": raw_a / best_k,
+        "bm25_rank": np.where(raw_a > 0, _ranks(raw_a), n), "query_bonus": num[:, 4], "decay": num[:, 5],
+        "recency": (st_a - old) / (new - old) if new > old else 1.0, "newest": st_a == new,
+        "q_han": qh, "m_han": mh_a, "visibility": qh * mh_a + (1.0 - qh) * (1.0 - mh_a),  # keyword_visibility
+        "cover_turn": cover_t, "cover_context": cover_c, "cover_gain": cover_c - cover_t,
+        "speaker_named": tc[:, 3], "named_any": float(bool(named)), "in_window": tc[:, 4],
+        "has_window": float(plan.window is not None), "wants_time": float(plan.wants_time),
+        "states_time": tc[:, 5], "wants_current": float(plan.wants_current), "asks_past": float(plan.asks_past),
+        "asks": tc[:, 6], "log_chars": tc[:, 7], "n_candidates": n, "q_terms": nq,
+        "session_n": [len(session[st]) for st in stamps],
+        "session_gap": [best_s - session_best[st] for st in stamps], "prev_gap": prev_gap, "next_gap": next_gap,
+    }
+    x = np.empty((n, cols))
+    for k, name in enumerate(FEATURES[:_OWN]):
+        x[:, k] = own[name]
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
