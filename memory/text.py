@@ -171,8 +171,24 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
 
 
+# Texts up to this long are counted once per process (:func:`count_tokens`): injection counts the
+# same memories' contents and bullet lines handoff after handoff (the budget fit, the summary).
+_COUNT_CACHE_CHARS = 4096
+
+
 def count_tokens(text: str) -> int:
     """A cheap token estimate for prompt budgets: CJK chars count one each, words count ~1.3."""
+    if len(text) <= _COUNT_CACHE_CHARS:
+        return _count_tokens_cached(text)
+    return _count_tokens(text)
+
+
+@lru_cache(maxsize=16384)
+def _count_tokens_cached(text: str) -> int:
+    return _count_tokens(text)
+
+
+def _count_tokens(text: str) -> int:
     cjk_re = _cjk().cjk
     cjk = len(cjk_re.findall(text))
     words = len(re.findall(r"[^\W_]+", cjk_re.sub(" ", text)))

@@ -7,15 +7,23 @@ same block is condensed by the model (and the deterministic block is the fallbac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
+from functools import lru_cache
 from typing import Any
 
 from memory.records import SearchHit
 from memory.text import count_tokens, tokenize
 
 
-def _similar(a: set[str], b: set[str]) -> bool:
+def _similar(a: Set[str], b: Set[str]) -> bool:
     return bool(a and b) and len(a & b) / len(a | b) >= 0.8
+
+
+@lru_cache(maxsize=16384)
+def _terms(content: str) -> frozenset[str]:
+    """A memory's distinct terms, once per text: the pre-node summarises the same profile and
+    definitions at every handoff."""
+    return frozenset(tokenize(content))
 
 
 def summarize(hits: Sequence[SearchHit], goal: str = "", max_tokens: int = 400) -> str:
@@ -25,9 +33,9 @@ def summarize(hits: Sequence[SearchHit], goal: str = "", max_tokens: int = 400) 
     header = f"Relevant long-term memories{f' for: {goal.strip()[:120]}' if goal.strip() else ''}:"
     lines = [header]
     used = count_tokens(header)
-    kept: list[set[str]] = []
+    kept: list[frozenset[str]] = []
     for h in sorted(hits, key=lambda h: -h.score):
-        terms = set(tokenize(h.record.content))
+        terms = _terms(h.record.content)
         if any(_similar(terms, k) for k in kept):
             continue
         meta = h.record.metadata
