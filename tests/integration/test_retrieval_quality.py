@@ -150,3 +150,33 @@ def test_eval_retrieval_unknown_mode_is_refused_before_any_work(tmp_path):
     assert "unknown mode vector" in res.stderr and "bm25" in res.stderr
     with pytest.raises(InvalidInput, match="unknown search mode"):
         run_retrieval_eval(None, ZH_EN, modes=("sparse",))  # type: ignore[arg-type]
+
+
+def test_a_rerun_ranks_exact_ties_alike(embedder, tmp_path):
+    """Turns of one session share a time, so exact score ties were broken by random ids and a re-run of
+    the same data could score differently. Here every question's evidence has a word-for-word twin in
+    the same session (an exact tie): two runs in fresh stores must give the same figures, and both
+    twins must keep distinct ids (nothing overwritten)."""
+    import json
+
+    texts = ["the courier comes on Tuesday", "our office code is 4417", "Mia handles the invoices",
+             "the van is parked in bay 9", "lunch is at noon", "the printer is on floor 3"]
+    turns, questions = [], []
+    for i, text in enumerate(texts * 2):  # each text twice: the twins tie exactly on text and time
+        turns.append({"conversation_id": "c1", "session_id": 1, "session_date": "2025-03-01T10:00",
+                      "dia_id": f"D1:{i + 1}", "speaker": "u", "text": text})
+    for i, text in enumerate(texts):
+        questions.append({"conversation_id": "c1", "question_id": f"c1:q{i}", "question": text + "?",
+                          "category": "en-en", "evidence": [f"D1:{i + 1}"]})
+    (tmp_path / "turns.jsonl").write_text("\n".join(json.dumps(t) for t in turns), encoding="utf-8")
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in questions), encoding="utf-8")
+    runs = []
+    for _ in range(2):
+        svc = MemoryService.from_settings(MemorySettings(path=":memory:"), embedder=embedder)
+        try:
+            r = run_retrieval_eval(svc, tmp_path, context_turns=0)
+            assert svc.count(("eval", "c1")) == len(turns)
+            runs.append((r["overall"], sorted(h.record.id for h in svc.search("courier", ("eval", "c1"), top_k=20))))
+        finally:
+            svc.close()
+    assert runs[0] == runs[1]
