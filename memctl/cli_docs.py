@@ -292,7 +292,7 @@ def import_(
     if dedupe is not None or batch_size is not None or workers is not None:
         raise InvalidInput("--dedupe/--no-dedupe, --batch-size and --workers apply to .jsonl files only; "
                            f"{file.name} is imported as a MEMORY.md")
-    from memory.markdown_io import apply_import, parse_memory_md, plan_import, touched_since
+    from memory.markdown_io import apply_import, check_bullets, parse_memory_md, plan_import, touched_since
     from memory.service import MAX_RESULTS
 
     try:
@@ -307,6 +307,7 @@ def import_(
         raise InvalidInput(f"cannot read {file}: {exc.strerror}; nothing was imported") from None
     parsed = parse_memory_md(text, ns)
     with _manager() as mm:
+        check_bullets(parsed.bullets, mm.settings.max_content_chars)  # --dry-run says so too
         plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=MAX_RESULTS),
                            touched_since(mm.audit, parsed.namespace, parsed.exported_at))
         result: dict[str, Any] = plan.as_dict() if dry_run else apply_import(mm, plan, source_name=str(file)).as_dict()

@@ -195,6 +195,29 @@ def parse_memory_md(text: str, namespace: str | None = None) -> ParsedExport:
     return ParsedExport(ns, exported_at, tuple(bullets))
 
 
+def check_bullets(bullets: Iterable[Bullet], max_chars: int) -> None:
+    """Refuse the file when any bullet would be refused by the write path (too long, NUL, blank,
+    a type heading the metadata cannot hold), before anything is written: an import stopped half
+    way leaves its first edits applied, and they then show as conflicts when it is run again.
+
+    Raises:
+        InvalidInput: naming the line of each bad bullet (the first five).
+    """
+    from memory.service import _metadata, check_content_size, clean_content
+
+    problems: list[str] = []
+    for b in bullets:
+        try:
+            check_content_size(b.content, max_chars)
+            clean_content(b.content, max_chars)
+            _metadata({"type": b.type})
+        except InvalidInput as exc:
+            problems.append(f"line {b.line}: {exc}")
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise InvalidInput("; ".join(problems[:5]) + more + "; fix the file, nothing was imported")
+
+
 @dataclass
 class ImportPlan:
     """What importing a file would do; :func:`apply_import` carries it out."""
@@ -292,6 +315,7 @@ def apply_import(manager: Any, plan: ImportPlan, *, source_name: str, actor: Any
     from memory.policy.audit import AuditEvent
     from memory.policy.manager import Actor
 
+    check_bullets([*(b for b, _ in plan.update), *plan.add], manager.settings.max_content_chars)
     actor = actor or Actor(agent="memctl:import")
     why = f"markdown import: {source_name}"
     res = ImportResult(unchanged=plan.unchanged, conflicts=list(plan.conflicts))
@@ -371,5 +395,5 @@ def write_guarded(path: Path, text: str, *, force: bool = False) -> WriteStatus:
     return "written"
 
 
-__all__ = ["Bullet", "ImportPlan", "ImportResult", "ParsedExport", "apply_import", "parse_memory_md",
+__all__ = ["Bullet", "ImportPlan", "ImportResult", "ParsedExport", "apply_import", "check_bullets", "parse_memory_md",
            "plan_import", "render_daily_notes", "render_memory_md", "touched_since", "write_guarded"]

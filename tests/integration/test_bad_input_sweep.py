@@ -10,13 +10,16 @@ file with the packaged embedder.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from memctl.cli import app
 from memory.policy.manager import MemoryManager
 from memory.policy.tools import OFF, make_memory_tools
 from memory.settings import MemorySettings
@@ -36,6 +39,13 @@ def rows(path: Path) -> list[tuple[str, str, str]]:
         return con.execute("SELECT id, ns, content FROM memories ORDER BY id").fetchall()
     finally:
         con.close()
+
+
+def run(store: Path, *args: str, input: str | None = None) -> tuple[int, str]:
+    res = CliRunner().invoke(app, ["--path", str(store), *args], input=input)
+    assert res.exception is None or isinstance(res.exception, SystemExit), (
+        f"{args}: {type(res.exception).__name__}: {res.exception}")
+    return res.exit_code, res.output
 
 
 def call_tool(tools: dict[str, Any], name: str, args: dict[str, Any], config: dict[str, Any]) -> str:
@@ -76,3 +86,51 @@ def test_steering_tools_without_any_id_say_memory_is_off(tmp_path: Path, embedde
         for name, args in [("memory_share", {"content": "The team reports in yuan"}), ("memory_list", {})]:
             assert call_tool(tools, name, args, {"configurable": {"user_id": "  "}}) == OFF, name
         assert rows(path) == before
+
+
+# ------------------------------------------------------------------ memctl import MEMORY.md (hand-edited)
+@pytest.fixture
+def exported(tmp_path: Path, embedder: Any) -> tuple[Path, Path]:
+    """A store with three memories of user_profile/u1 and its fresh MEMORY.md export."""
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+        mm.remember("Reports go out on Mondays", "user_profile/u1")
+        mm.remember("Revenue is net of refunds", "user_profile/u1", {"type": "domain_facts"})
+    md = tmp_path / "MEMORY.md"
+    code, out = run(path, "export", "--ns", "user_profile/u1", "--out", str(md))
+    assert code == 0, out
+    return path, md
+
+
+BAD_BULLETS = {
+    # name: (replace, with, what the error must say); every case also edits an earlier bullet
+    "oversized_new_bullet": (None, "- " + "x" * 30_000, ("line 14", "30000 characters")),
+    "nul_in_new_bullet": (None, "- Reports\x00 go out", ("line 14", "NUL")),
+    "type_heading_too_long": ("## domain_facts", "## " + "t" * 80, ("line 13", "type", "at most 64 characters")),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_BULLETS))
+def test_import_checks_every_bullet_before_writing_any(name: str, exported: tuple[Path, Path]) -> None:
+    """A bullet the write path refuses (too long, NUL, a type heading longer than 64 characters)
+    was found only when its turn came: the edits before it were already applied (and then showed
+    as conflicts when the fixed file was imported again). Now every bullet is checked first, the
+    error names its line, nothing is written, and --dry-run reports it too."""
+    path, md = exported
+    old, new, hints = BAD_BULLETS[name]
+    text = md.read_text(encoding="utf-8").replace("The user prefers bar charts", "The user prefers line charts")
+    text = text.rstrip("\n") + "\n" + new.replace("\\x00", "\x00") + "\n" if old is None else text.replace(old, new)
+    md.write_text(text, encoding="utf-8")
+    before = rows(path)
+    for dry in (["--dry-run"], []):
+        code, out = run(path, "import", str(md), *dry)
+        assert code == 2, out
+        errors = [line for line in out.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "nothing was imported" in out, out
+        for h in hints:
+            assert h.lower() in out.lower(), (h, out)
+        assert rows(path) == before
+    code, out = run(path, "audit", "--action", "update", "--json")
+    assert code == 0 and json.loads(out)["events"] == []
+
