@@ -131,6 +131,7 @@ def parse_memory_md(text: str, namespace: str | None = None) -> ParsedExport:
         InvalidInput: no namespace, a bad ``###`` namespace, a bullet outside a type section,
             or the same id twice (nothing is imported).
     """
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows Notepad) would hide the header
     head = _header(text)
     fields = head[1] if head and head[0] == "export" else {}
     file_ns = fields.get("namespace")

@@ -134,3 +134,17 @@ def test_import_checks_every_bullet_before_writing_any(name: str, exported: tupl
     code, out = run(path, "audit", "--action", "update", "--json")
     assert code == 0 and json.loads(out)["events"] == []
 
+
+def test_import_accepts_a_file_saved_with_a_utf8_bom(exported: tuple[Path, Path]) -> None:
+    """Windows Notepad saves UTF-8 with a byte-order mark: the export header was not recognised
+    ("the file has no memctl:export header; say where its memories go with --ns")."""
+    path, md = exported
+    text = md.read_text(encoding="utf-8").replace("Reports go out on Mondays", "Reports go out on Tuesdays")
+    md.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode("utf-8"))
+    before = rows(path)
+    code, out = run(path, "import", str(md), "--json")
+    assert code == 0, out
+    res = json.loads(out)
+    assert len(res["updated"]) == 1 and res["removed"] == [] and res["unchanged"] == 2
+    after = {r[2] for r in rows(path)}
+    assert after == {c for _, _, c in before} - {"Reports go out on Mondays"} | {"Reports go out on Tuesdays"}
