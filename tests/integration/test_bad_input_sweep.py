@@ -148,3 +148,64 @@ def test_import_accepts_a_file_saved_with_a_utf8_bom(exported: tuple[Path, Path]
     assert len(res["updated"]) == 1 and res["removed"] == [] and res["unchanged"] == 2
     after = {r[2] for r in rows(path)}
     assert after == {c for _, _, c in before} - {"Reports go out on Mondays"} | {"Reports go out on Tuesdays"}
+
+
+# ------------------------------------------------------------------ MemoryStore index= / ttl= config
+STORE_CONFIGS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    # name: (MemoryStore kwargs, what the error must say)
+    "index_fields_typo": ({"index": {"feilds": ["content"]}}, ("'feilds'", "'fields'")),
+    "index_dims_typo": ({"index": {"dim": 512}}, ("'dim'", "'dims'")),
+    "index_unknown_key": ({"index": {"fields": ["content"], "model": "x"}}, ("'model'", "embed")),
+    "ttl_not_a_dict": ({"ttl": 60}, ("ttl must be a dict", "default_ttl")),
+    "ttl_key_typo": ({"ttl": {"default_tll": 60}}, ("'default_tll'", "'default_ttl'")),
+    "ttl_default_negative": ({"ttl": {"default_ttl": -5}}, ("default_ttl", "positive")),
+    "ttl_default_text": ({"ttl": {"default_ttl": "60"}}, ("default_ttl", "number of minutes")),
+    "ttl_refresh_not_bool": ({"ttl": {"refresh_on_read": "no"}}, ("refresh_on_read", "True or False")),
+    "ttl_sweep_zero": ({"ttl": {"sweep_interval_minutes": 0}}, ("sweep_interval_minutes", "positive")),
+}
+
+
+@pytest.fixture(scope="module")
+def store_file(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    from memory.store import MemoryStore
+
+    path = tmp_path_factory.mktemp("store") / "m.sqlite"
+    with MemoryStore(path=str(path), index={"fields": ["content"]}) as store:
+        store.put(("memories", "u1"), "tea", {"content": "User drinks green tea every morning"})
+    return path
+
+
+@pytest.mark.parametrize("name", list(STORE_CONFIGS))
+def test_store_config_typos_are_refused(name: str, store_file: Path) -> None:
+    """A misspelt key of LangGraph's IndexConfig / TTLConfig was ignored: ``{"feilds": [...]}``
+    embedded the whole value, ``{"default_tll": 60}`` kept items for ever, and ``ttl=60`` (not a
+    dict) failed at the first put with ``AttributeError: 'int' object has no attribute 'get'``."""
+    from memory.errors import InvalidConfig
+    from memory.store import MemoryStore
+
+    kwargs, hints = STORE_CONFIGS[name]
+    before = rows(store_file)
+    with pytest.raises(InvalidConfig) as exc:
+        with MemoryStore(path=str(store_file), **kwargs) as store:
+            store.put(("memories", "u1"), "new", {"content": "User lives in Hangzhou"})
+    for h in hints:
+        assert h in str(exc.value), (h, str(exc.value))
+    assert rows(store_file) == before
+
+
+def test_store_accepts_langgraph_index_and_ttl_configs(store_file: Path, tmp_path: Path) -> None:
+    """What LangGraph's own stores take still works: fields / text_fields, dims, embed, the
+    Postgres-only keys, an index_config copied from another store, every TTLConfig key."""
+    import shutil
+
+    from memory.store import MemoryStore
+
+    path = tmp_path / "copy.sqlite"
+    shutil.copyfile(store_file, path)
+    index = {"dims": 512, "text_fields": ["content"], "distance_type": "cosine", "ann_index_config": {},
+             "__tokenized_fields": []}
+    ttl = {"default_ttl": 60, "refresh_on_read": True, "sweep_interval_minutes": 5, "omit_expired": True}
+    with MemoryStore(path=str(path), index=index, ttl=ttl) as store:  # type: ignore[arg-type]
+        store.put(("memories", "u1"), "city", {"content": "User lives in Hangzhou"})
+        assert store.get(("memories", "u1"), "tea").value == {"content": "User drinks green tea every morning"}
+        assert len(store.search(("memories",))) == 2
