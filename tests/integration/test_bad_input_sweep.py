@@ -209,3 +209,25 @@ def test_store_accepts_langgraph_index_and_ttl_configs(store_file: Path, tmp_pat
         store.put(("memories", "u1"), "city", {"content": "User lives in Hangzhou"})
         assert store.get(("memories", "u1"), "tea").value == {"content": "User drinks green tea every morning"}
         assert len(store.search(("memories",))) == 2
+
+
+# ------------------------------------------------------------------ memctl transcript tail
+def test_transcript_tail_does_not_create_a_misspelt_file(tmp_path: Path, embedder: Any) -> None:
+    """``tail --file`` with a typo created an empty SQLite file there and said "(no messages)";
+    now it says the file does not exist and creates nothing. Without --file and no store yet, tail
+    still answers "(no messages)", without creating the store."""
+    path = tmp_path / "m.sqlite"
+    code, out = run(path, "transcript", "append", "Quarterly numbers are in", "--sender", "u1", "--id", "m1")
+    assert code == 0, out
+    typo = tmp_path / "m.sqlit"
+    code, out = run(path, "transcript", "tail", "--file", str(typo))
+    assert code == 2 and out.startswith("error:") and "--file" in out and "append" in out, out
+    assert not typo.exists()
+    code, out = run(path, "transcript", "tail", "--json")
+    assert code == 0 and [m["text"] for m in json.loads(out)] == ["Quarterly numbers are in"]
+    fresh = tmp_path / "none" / "m.sqlite"
+    code, out = run(fresh, "transcript", "tail")
+    assert code == 0 and "(no messages)" in out, out
+    code, out = run(fresh, "transcript", "tail", "--json")
+    assert code == 0 and json.loads(out) == []
+    assert not fresh.parent.exists()
