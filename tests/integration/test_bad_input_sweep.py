@@ -231,3 +231,29 @@ def test_transcript_tail_does_not_create_a_misspelt_file(tmp_path: Path, embedde
     code, out = run(fresh, "transcript", "tail", "--json")
     assert code == 0 and json.loads(out) == []
     assert not fresh.parent.exists()
+
+
+# ------------------------------------------------------------------ memctl migrate onto / from a newer store
+@pytest.mark.parametrize("newer", ["source", "destination"])
+def test_migrate_names_the_newer_store_and_does_not_suggest_a_rerun(newer: str, tmp_path: Path,
+                                                                    embedder: Any) -> None:
+    """A store written by a newer version: the error said "this store ... or use another
+    MEMORY_PATH (re-run the same command to resume)" — neither which of the two stores, nor a
+    remedy that works (re-running fails the same way). Both stores stay as they were."""
+    paths = {role: tmp_path / f"{role}.sqlite" for role in ("source", "destination")}
+    for role, path in paths.items():
+        with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+            mm.remember(f"The {role} store holds this fact", "user_profile/u1")
+    con = sqlite3.connect(paths[newer])
+    con.execute("INSERT INTO schema_migrations VALUES (99)")
+    con.commit()
+    con.close()
+    before = {role: rows(p) for role, p in paths.items()}
+    code, out = run(paths["source"], "migrate", "--from", f"sqlite:{paths['source']}",
+                    "--to", f"sqlite:{paths['destination']}")
+    assert code == 1, out
+    flat = "".join(out.split())  # rich wraps long lines anywhere, paths included
+    assert f"the{newer}sqlite:{paths[newer]}" in flat and "newerversion" in flat, out
+    assert "resume" not in flat and "MEMORY_PATH" not in flat, flat
+    assert ("--from" if newer == "source" else "--to") in flat, flat
+    assert {role: rows(p) for role, p in paths.items()} == before
