@@ -257,3 +257,45 @@ def test_migrate_names_the_newer_store_and_does_not_suggest_a_rerun(newer: str, 
     assert "resume" not in flat and "MEMORY_PATH" not in flat, flat
     assert ("--from" if newer == "source" else "--to") in flat, flat
     assert {role: rows(p) for role, p in paths.items()} == before
+
+
+# ------------------------------------------------------------------ memctl eval retrieval --data (malformed)
+TURN = {"conversation_id": "c1", "session_id": 1, "session_date": "2025-03-03T10:15", "dia_id": "D1:1",
+        "speaker": "Fang", "text": "I lead the growth analytics team at the mall."}
+QUESTION = {"conversation_id": "c1", "question_id": "c1:q0", "question": "Which team does Fang lead?",
+            "category": "en-en", "evidence": ["D1:1"]}
+BAD_DATA: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
+    # name: (file, the malformed second line, what the error must say)
+    "evidence_is_a_string": ("questions.jsonl", {**QUESTION, "evidence": "D1:1"}, ("questions.jsonl:2", "evidence",
+                                                                                     "list")),
+    "evidence_is_a_number": ("questions.jsonl", {**QUESTION, "evidence": 3}, ("questions.jsonl:2", "evidence")),
+    "turn_without_text": ("turns.jsonl", {k: v for k, v in TURN.items() if k != "text"}, ("turns.jsonl:2", "'text'")),
+    "question_without_question": ("questions.jsonl", {k: v for k, v in QUESTION.items() if k != "question"},
+                                  ("questions.jsonl:2", "'question'")),
+    "bad_session_date": ("turns.jsonl", {**TURN, "session_date": "last spring"}, ("turns.jsonl:2", "session_date")),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_DATA))
+def test_eval_retrieval_names_the_bad_line(name: str, tmp_path: Path, embedder: Any) -> None:
+    """Evidence written as one string ("D1:1") was read character by character and every such
+    question scored as a miss, silently; a line lacking a field was reported without its line."""
+    store = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(store)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+    before = rows(store)
+    data = tmp_path / "data"
+    data.mkdir()
+    file, bad, hints = BAD_DATA[name]
+    good = {"turns.jsonl": [TURN, {**TURN, "dia_id": "D1:2", "text": "We report GMV net of refunds."}],
+            "questions.jsonl": [QUESTION, QUESTION]}
+    good[file] = [good[file][0], bad]
+    for f, lines in good.items():
+        (data / f).write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    code, out = run(store, "eval", "retrieval", "--data", str(data), "--json")
+    assert code == 2, out
+    flat = "".join(out.split())
+    assert out.strip().startswith("error:"), out
+    for h in hints:
+        assert "".join(h.split()) in flat, (h, out)
+    assert rows(store) == before
