@@ -299,3 +299,56 @@ def test_eval_retrieval_names_the_bad_line(name: str, tmp_path: Path, embedder: 
     for h in hints:
         assert "".join(h.split()) in flat, (h, out)
     assert rows(store) == before
+
+
+# ------------------------------------------------------------------ the MCP server's tools
+def mcp_calls(path: Path, embedder: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[bool, str]]:
+    """(is_error, text) of each tool call, through the official SDK's client on the server
+    object itself (in process: the same tool layer as stdio / HTTP)."""
+    import asyncio
+
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from memctl.mcp_server import ScopedMemory, build_server
+
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        server = build_server(ScopedMemory(mm, ["user_profile/u1"]))
+
+        async def main() -> list[tuple[bool, str]]:
+            async with Client(server) as client:
+                out = []
+                for name, args in calls:
+                    res = await client.call_tool(name, args)
+                    out.append((bool(res.is_error), "\n".join(getattr(c, "text", "") for c in res.content)))
+                return out
+
+        return asyncio.run(main())
+
+
+@pytest.fixture
+def mcp_store(tmp_path: Path, embedder: Any) -> Path:
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts over pie charts", "user_profile/u1", {"tags": ["charts"]})
+    return path
+
+
+def test_mcp_save_refuses_a_flood_of_tags(mcp_store: Path, embedder: Any) -> None:
+    """A model's save with 100,000 tags, or one tag of 100,000 characters, was stored as is (a
+    500 KB metadata blob on one memory); tags are now capped on every write path, as source and
+    agent already were, and the server answers with an error it can act on."""
+    before = rows(mcp_store)
+    res = mcp_calls(mcp_store, embedder, [
+        ("save", {"content": "The user drinks green tea", "tags": ["tea"] * 100_000}),
+        ("save", {"content": "The user drinks coffee", "tags": ["t" * 100_000]}),
+        ("save", {"content": "The user drinks water", "tags": ["drinks", "water"]}),
+    ])
+    assert res[0][0] and "at most 64" in res[0][1] and len(res[0][1]) < 300, res[0]
+    assert res[1][0] and "at most 128" in res[1][1] and len(res[1][1]) < 300, res[1]
+    assert not res[2][0] and json.loads(res[2][1])["status"] == "added"
+    after = rows(mcp_store)
+    assert len(after) == len(before) + 1 and set(before) <= set(after)
+    with MemoryManager.from_settings(MemorySettings(path=str(mcp_store)), embedder=embedder) as mm:
+        tags = sorted(r.metadata.tags for r in mm.service.list("user_profile/u1"))
+    assert tags == [("charts",), ("drinks", "water")]
