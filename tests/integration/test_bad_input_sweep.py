@@ -352,3 +352,21 @@ def test_mcp_save_refuses_a_flood_of_tags(mcp_store: Path, embedder: Any) -> Non
     with MemoryManager.from_settings(MemorySettings(path=str(mcp_store)), embedder=embedder) as mm:
         tags = sorted(r.metadata.tags for r in mm.service.list("user_profile/u1"))
     assert tags == [("charts",), ("drinks", "water")]
+
+
+def test_mcp_errors_say_what_is_wrong_and_stay_short(mcp_store: Path, embedder: Any) -> None:
+    """timeline(date="0001-01-01") answered "is not YYYY-MM-DD" (it is; it is out of range), and an
+    unknown id of 100,000 characters was echoed whole in the error of timeline and forget."""
+    before = rows(mcp_store)
+    res = mcp_calls(mcp_store, embedder, [
+        ("timeline", {"date": "0001-01-01"}),
+        ("timeline", {"date": "yesterday"}),
+        ("timeline", {"id": "a" * 100_000}),
+        ("forget", {"id": "b" * 100_000}),
+    ])
+    assert all(err for err, _ in res), res
+    assert "year 1000" in res[0][1] and "not YYYY-MM-DD" not in res[0][1], res[0]
+    assert "YYYY-MM-DD" in res[1][1], res[1]
+    for _, text in res[2:]:
+        assert "no memory" in text and "search" in text and len(text) < 300, text[:400]
+    assert rows(mcp_store) == before
