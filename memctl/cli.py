@@ -33,6 +33,7 @@ from memctl.cli_common import (  # noqa: E402
     _service,
     _settings,
     app,
+    err,
     out,
 )
 from memory.errors import InvalidInput, NotFound  # noqa: E402
@@ -217,20 +218,24 @@ def delete(
 
     with _manager() as mm:
         actor = Actor(agent="memctl")
+        missing: list[str] = []
         if ids:
             full = []
             for i in ids:
                 try:
                     full.append(resolve_id(i, live_ids(mm.service, i.strip())))
                 except NotFound:
-                    full.append(i)  # counted as not deleted below
-            n = mm.delete(full, hard=hard, actor=actor)
+                    missing.append(i)
+            n = mm.delete(full, hard=hard, actor=actor) if full else 0
         else:
             n = mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
     if as_json:
         _print_json({"deleted": n})
     else:
         out.print(f"deleted {n}")
+    if missing:  # say which, on stderr: stdout stays the count (or the JSON) scripts read
+        err.print(f"not found: {', '.join(missing)}; `memctl list --ns NS` shows the ids", highlight=False,
+                  markup=False)
     if ids and n < len(ids):
         raise typer.Exit(1)  # some ids did not exist: tell scripts
 
@@ -333,7 +338,8 @@ def history(
         try:
             id = resolve_id(p, [*mm.audit.memory_ids(p), *live_ids(mm.service, p)])
         except NotFound:
-            raise NotFound(f"no history for memory {id!r}") from None
+            raise NotFound(f"no history for memory {id!r}; `memctl list --ns NS` or `memctl audit` show the ids"
+                           ) from None
         events = mm.audit.history(id)
     if not events:
         raise NotFound(f"no history for memory {id!r}")

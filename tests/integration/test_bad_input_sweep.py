@@ -370,3 +370,23 @@ def test_mcp_errors_say_what_is_wrong_and_stay_short(mcp_store: Path, embedder: 
     for _, text in res[2:]:
         assert "no memory" in text and "search" in text and len(text) < 300, text[:400]
     assert rows(mcp_store) == before
+
+
+# ------------------------------------------------------------------ memctl delete / history with unknown ids
+def test_delete_names_the_ids_it_did_not_find(tmp_path: Path, embedder: Any) -> None:
+    """``memctl delete ID zzz`` printed "deleted 1" and exited 1 without saying which id was not
+    found; now it names it (stderr) and says where the ids are. The known one is deleted, the
+    other memory is untouched."""
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        keep = mm.remember("The user prefers bar charts", "user_profile/u1").id
+        drop = mm.remember("Reports go out on Mondays", "user_profile/u1").id
+    code, out = run(path, "delete", drop[:12], "zzz", "--json")
+    assert code == 1, out
+    assert json.loads(out[out.index("{"):out.rindex("}") + 1]) == {"deleted": 1}
+    assert "zzz" in out and "not found" in out and "memctl list" in out, out
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        assert [r.id for r in mm.service.list("user_profile/u1")] == [keep]
+        assert mm.service.get(keep).content == "The user prefers bar charts"
+    code, out = run(path, "history", "zzz")
+    assert code == 2 and "zzz" in out and "memctl list" in out, out
