@@ -390,3 +390,29 @@ def test_delete_names_the_ids_it_did_not_find(tmp_path: Path, embedder: Any) -> 
         assert mm.service.get(keep).content == "The user prefers bar charts"
     code, out = run(path, "history", "zzz")
     assert code == 2 and "zzz" in out and "memctl list" in out, out
+
+
+# ------------------------------------------------------------------ MemoryStore.search(filter=...) errors
+BAD_FILTERS = {
+    "unknown_operator": {"content": {"$regex": "tea"}},
+    "not_a_dict": "content=tea",
+    "bad_key": {"content; drop": "x"},
+    "operator_mixed_with_a_field": {"meta": {"$gt": 1, "city": "Hangzhou"}},
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FILTERS))
+def test_store_search_bad_filter_is_a_memory_error(name: str, store_file: Path) -> None:
+    """A bad filter raised a bare ValueError (not a MemoryLayerError, so callers that handle the
+    memory layer's errors — tools, the MCP server — did not catch it); an operator mixed with a
+    plain field in one condition was found only while items were being compared."""
+    from memory.errors import InvalidFilter, MemoryLayerError
+    from memory.store import MemoryStore
+
+    before = rows(store_file)
+    with MemoryStore(path=str(store_file), index={"fields": ["content"]}) as store:
+        with pytest.raises(InvalidFilter) as exc:
+            store.search(("memories",), filter=BAD_FILTERS[name])  # type: ignore[arg-type]
+        assert isinstance(exc.value, MemoryLayerError) and isinstance(exc.value, ValueError)
+        assert [i.key for i in store.search(("memories",), filter={"content": {"$ne": "x"}})] == ["tea"]
+    assert rows(store_file) == before
