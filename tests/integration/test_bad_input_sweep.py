@@ -416,3 +416,43 @@ def test_store_search_bad_filter_is_a_memory_error(name: str, store_file: Path) 
         assert isinstance(exc.value, MemoryLayerError) and isinstance(exc.value, ValueError)
         assert [i.key for i in store.search(("memories",), filter={"content": {"$ne": "x"}})] == ["tea"]
     assert rows(store_file) == before
+
+
+# ------------------------------------------------------------------ memctl forget-user (unknown / escaped ids)
+@pytest.mark.parametrize("user", ["team/alice", "a%41", "x" * 300])
+def test_forget_user_points_from_an_app_user_id_to_its_stored_label(user: str, tmp_path: Path,
+                                                                    embedder: Any) -> None:
+    """The graph stores a user id as an escaped label (``team/alice`` -> ``team%2Falice``, a long id
+    -> a prefix and its hash). ``forget-user`` with the id the app used failed with "is not a
+    namespace label" (no way to find the label), or — for an id that is itself a valid label,
+    like ``a%41`` — forgot an empty namespace and reported "deleted 0 ... clean" while the user's
+    memories stayed. Now it names the label to pass and forgets nothing until then."""
+    from memory.policy.identity import user_label
+
+    path = tmp_path / "m.sqlite"
+    label = user_label(user)
+    assert label != user
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", ("user_profile", label))
+        mm.remember("Someone else likes pie charts", "user_profile/u2")
+    before = rows(path)
+    code, out = run(path, "forget-user", user, "--yes")
+    assert code == 2, out
+    assert label in "".join(out.split()), out
+    assert rows(path) == before
+    code, out = run(path, "forget-user", label, "--yes", "--json")
+    assert code == 0 and json.loads(out)["deleted"] == 1, out
+    assert [r[2] for r in rows(path)] == ["Someone else likes pie charts"]
+
+
+def test_forget_user_of_nobody_says_nothing_was_stored(tmp_path: Path, embedder: Any) -> None:
+    """A user id with nothing stored (a typo): "deleted 0 memories ... left: {...}" read like a
+    successful erasure; now a note says no memory of that id was found and where ids are listed."""
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+    before = rows(path)
+    code, out = run(path, "forget-user", "u11", "--yes")
+    assert code == 0, out
+    assert "no memories" in out and "memctl stats" in out, out
+    assert rows(path) == before
