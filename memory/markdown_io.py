@@ -133,6 +133,9 @@ def parse_memory_md(text: str, namespace: str | None = None) -> ParsedExport:
     """
     text = text.removeprefix("\ufeff")  # a byte-order mark (Windows Notepad) would hide the header
     head = _header(text)
+    if head and head[0] == "daily":  # its "- 15:51 add (agent): text · `id`" lines would overwrite those memories
+        raise InvalidInput("this is a daily note (a log written by `memctl export --daily`), not a MEMORY.md; "
+                           "write one with `memctl export --ns NS`, edit it and import that")
     fields = head[1] if head and head[0] == "export" else {}
     file_ns = fields.get("namespace")
     if file_ns and namespace and parse_namespace(file_ns) != parse_namespace(namespace):

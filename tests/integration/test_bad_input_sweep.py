@@ -456,3 +456,20 @@ def test_forget_user_of_nobody_says_nothing_was_stored(tmp_path: Path, embedder:
     assert code == 0, out
     assert "no memories" in out and "memctl stats" in out, out
     assert rows(path) == before
+
+
+def test_import_refuses_a_daily_note(exported: tuple[Path, Path], tmp_path: Path) -> None:
+    """A daily note (``memctl export --daily``) given to ``memctl import``: the error said the file
+    had no memctl header; with the --ns it asked for, each "- 15:51 add (memctl): TEXT · `id`" line
+    was read as an edit of that memory — its content overwritten with the log line and its type
+    set to the section's namespace. Now the file is refused as a daily note, with or without --ns."""
+    path, _ = exported
+    code, out = run(path, "export", "--daily", str(tmp_path / "daily"))
+    assert code == 0, out
+    (note,) = (tmp_path / "daily").glob("*.md")
+    before = rows(path)
+    for extra in ([], ["--ns", "user_profile/u1"]):
+        code, out = run(path, "import", str(note), *extra)
+        assert code == 2, out
+        assert "daily note" in out and "export --ns" in out, out
+        assert rows(path) == before
