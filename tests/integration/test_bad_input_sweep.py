@@ -473,3 +473,30 @@ def test_import_refuses_a_daily_note(exported: tuple[Path, Path], tmp_path: Path
         assert code == 2, out
         assert "daily note" in out and "export --ns" in out, out
         assert rows(path) == before
+
+
+# ------------------------------------------------------------------ the Supervisor graph (no model) on odd input
+def test_supervisor_answer_lists_a_repeated_statement_once(tmp_path: Path, embedder: Any) -> None:
+    """A user message repeating one preference 2,000 times: one memory is stored (dedupe), but the
+    offline Supervisor's reply listed the sentence 2,000 times ("好的，已记住：X；X；X；..."). Empty,
+    odd and non-text conversations still get a plain answer and leave the store as it was."""
+    from agents import default_agents
+    from supervisor import ScriptedChatModel, build_supervisor_graph
+
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+        graph = build_supervisor_graph(default_agents(ScriptedChatModel(), reports_dir=tmp_path), mm)
+        cfg = {"configurable": {"user_id": "u1"}}
+        before = rows(path)
+        for state in ({"messages": []}, {}, {"messages": [("ai", "hello")]}, {"messages": [("user", "   ")]},
+                      {"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                                   "image_url": {"url": "data:,"}}]}]}):
+            out = graph.invoke(state, cfg)
+            assert out["messages"][-1].content in ("OK.", "好的。"), state
+        assert rows(path) == before
+        out = graph.invoke({"messages": [("user", "以后报表都用柱状图。" * 2000)]}, cfg)
+        answer = out["messages"][-1].content
+        assert answer == "好的，已记住：以后报表都用柱状图。", answer[:200]
+        assert [r.content for r in mm.service.list("user_profile/u1")].count("以后报表都用柱状图。") == 1
+        assert set(before) <= set(rows(path)) and len(rows(path)) == len(before) + 1
