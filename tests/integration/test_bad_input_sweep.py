@@ -500,3 +500,29 @@ def test_supervisor_answer_lists_a_repeated_statement_once(tmp_path: Path, embed
         assert answer == "好的，已记住：以后报表都用柱状图。", answer[:200]
         assert [r.content for r in mm.service.list("user_profile/u1")].count("以后报表都用柱状图。") == 1
         assert set(before) <= set(rows(path)) and len(rows(path)) == len(before) + 1
+
+
+@pytest.mark.parametrize(("name", "args", "hints"), [
+    ("memory_write", {"content": "likes tea", "memory_type": "bogus"}, ("memory_type", "'user_profile'")),
+    ("memory_write", {"content": "likes tea"}, ("memory_type", "required")),
+    ("memory_search", {"query": "charts", "top_k": "lots"}, ("top_k", "integer")),
+    ("memory_delete", {"memory_id": 5}, ("memory_id", "string")),
+])
+def test_tool_calls_with_bad_arguments_get_a_short_answer(name: str, args: dict[str, Any], hints: tuple[str, ...],
+                                                          tmp_path: Path, embedder: Any) -> None:
+    """A model's call with a missing, unknown-valued or wrong-typed argument came back as pydantic's
+    multi-line dump with its documentation URL; now one line per argument and what to do."""
+    path = tmp_path / "m.sqlite"
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+        tools = {t.name: t for t in make_memory_tools(mm)}
+        before = rows(path)
+        msg = run_memory_tool(tools[name], {"name": name, "args": args, "id": "call-1"},
+                              {"configurable": {"user_id": "u1", "thread_id": "t1"}})
+        assert msg.status == "error"
+        text = str(msg.content)
+        assert text.startswith(f"ERROR: {name}: bad arguments") and "\n" not in text, text
+        assert "pydantic.dev" not in text and "call it again" in text and len(text) < 300, text
+        for h in hints:
+            assert h in text, (h, text)
+        assert rows(path) == before
