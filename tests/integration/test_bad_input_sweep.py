@@ -526,3 +526,36 @@ def test_tool_calls_with_bad_arguments_get_a_short_answer(name: str, args: dict[
         for h in hints:
             assert h in text, (h, text)
         assert rows(path) == before
+
+
+def test_supervisor_graph_bad_context(tmp_path: Path, embedder: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """``context={"userid": "u1"}`` failed with "SupervisorContext.__init__() got an unexpected keyword
+    argument 'userid'"; ``context="u1"`` (a bare string) was read as no user, and with a thread id
+    the user's preference went to that thread's namespace; ``now`` as an ISO string was ignored
+    (wall clock). Now: a clear error for a misspelt key or a bad ``now``, memory off (logged, nothing
+    written) for a context of the wrong type, and an ISO ``now`` is used."""
+    from datetime import datetime, timezone
+
+    from agents import default_agents
+    from memory.errors import InvalidInput
+    from supervisor import ScriptedChatModel, build_supervisor_graph
+
+    path = tmp_path / "m.sqlite"
+    pref = {"messages": [("user", "以后报表金额都用万元为单位")]}
+    with MemoryManager.from_settings(MemorySettings(path=str(path)), embedder=embedder) as mm:
+        mm.remember("The user prefers bar charts", "user_profile/u1")
+        graph = build_supervisor_graph(default_agents(ScriptedChatModel(), reports_dir=tmp_path), mm)
+        cfg = {"configurable": {"thread_id": "t1"}}
+        before = rows(path)
+        with pytest.raises(InvalidInput, match="user_id"):
+            graph.invoke(pref, cfg, context={"userid": "u1"})
+        with pytest.raises(InvalidInput, match="now"):
+            graph.invoke(pref, cfg, context={"user_id": "u1", "now": 5})
+        with caplog.at_level("WARNING"):
+            graph.invoke(pref, cfg, context="u1")
+        assert "context must be" in caplog.text
+        assert rows(path) == before
+        graph.invoke(pref, cfg, context={"user_id": "u1", "now": "2025-01-06T09:00:00+00:00"})
+        (new,) = [r for r in mm.service.list("user_profile/u1") if "万元" in r.content]
+        assert new.created_at == datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
+        assert set(before) <= set(rows(path)) and len(rows(path)) == len(before) + 1
