@@ -155,6 +155,8 @@ def export(
     if daily is None and len(ns or []) > 1:
         raise InvalidInput("MEMORY.md holds one namespace prefix: give --ns once")
     prefixes = [parse_namespace(n) for n in ns or []]
+    if daily is None:
+        _check_not_the_store(out_file)
     counts: dict[str, int] = {}
     with _manager(read=True) as mm:
         if daily is not None:
@@ -185,6 +187,19 @@ def export(
     if edited:
         raise InvalidInput(f"not overwritten (edited by hand): {', '.join(edited)}; import the edits first "
                            "(`memctl import FILE`) or pass --force")
+
+
+def _check_not_the_store(out_file: Path) -> None:
+    """Refuse the store file and its side files (-wal, -shm, .pending, vectors) as --out: with
+    --force, the export replaced the store with Markdown and every memory was lost."""
+    store = _settings().path
+    if store == ":memory:":
+        return
+    s = Path(store).expanduser().resolve()
+    o = out_file.expanduser().resolve()
+    if o.parent == s.parent and o.name.startswith(s.name):
+        raise InvalidInput(f"--out {out_file} is the memory store (or one of its files); choose another --out, "
+                           "e.g. MEMORY.md")
 
 
 def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedupe: bool,

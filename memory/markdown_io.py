@@ -382,6 +382,10 @@ def write_guarded(path: Path, text: str, *, force: bool = False) -> WriteStatus:
     no longer matches the checksum we wrote — unless ``force``.
     """
     if path.exists():
+        if path.is_file():
+            with path.open("rb") as fh:  # a store, a transcript: --force must never turn it into Markdown
+                if fh.read(16) == b"SQLite format 3\x00":
+                    raise InvalidInput(f"{path} is an SQLite database, not a Markdown file; choose another --out")
         try:
             old = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):

@@ -559,3 +559,25 @@ def test_supervisor_graph_bad_context(tmp_path: Path, embedder: Any, caplog: pyt
         (new,) = [r for r in mm.service.list("user_profile/u1") if "万元" in r.content]
         assert new.created_at == datetime(2025, 1, 6, 9, tzinfo=timezone.utc)
         assert set(before) <= set(rows(path)) and len(rows(path)) == len(before) + 1
+
+
+# ------------------------------------------------------------------ memctl export --out onto the store
+def test_export_never_overwrites_the_store_or_a_database(exported: tuple[Path, Path], tmp_path: Path) -> None:
+    """``memctl export --out memory.sqlite`` said "not overwritten (edited by hand) ... or pass
+    --force"; with --force the store file was replaced by Markdown and every memory was lost. The
+    store, its side files and any SQLite database are now refused as --out, --force or not."""
+    path, _ = exported
+    other = tmp_path / "transcript.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    code, out = run(path, "transcript", "append", "hello", "--sender", "u1")  # creates the -wal side file
+    before = rows(path)
+    for target in (path, Path(f"{path}-wal"), other):
+        for force in ([], ["--force"]):
+            code, out = run(path, "export", "--ns", "user_profile/u1", "--out", str(target), *force)
+            assert code == 2, (target, force, out)
+            assert "choose another --out" in out and "edited by hand" not in out, out
+    assert rows(path) == before
+    assert other.read_bytes().startswith(b"SQLite format 3\x00")
