@@ -33,6 +33,7 @@ from memctl.cli_common import (  # noqa: E402
     _service,
     _settings,
     app,
+    err,
     out,
 )
 from memory.errors import InvalidInput, NotFound  # noqa: E402
@@ -217,20 +218,24 @@ def delete(
 
     with _manager() as mm:
         actor = Actor(agent="memctl")
+        missing: list[str] = []
         if ids:
             full = []
             for i in ids:
                 try:
                     full.append(resolve_id(i, live_ids(mm.service, i.strip())))
                 except NotFound:
-                    full.append(i)  # counted as not deleted below
-            n = mm.delete(full, hard=hard, actor=actor)
+                    missing.append(i)
+            n = mm.delete(full, hard=hard, actor=actor) if full else 0
         else:
             n = mm.delete_where(ns, hard=hard, actor=actor)  # type: ignore[arg-type]
     if as_json:
         _print_json({"deleted": n})
     else:
         out.print(f"deleted {n}")
+    if missing:  # say which, on stderr: stdout stays the count (or the JSON) scripts read
+        err.print(f"not found: {', '.join(missing)}; `memctl list --ns NS` shows the ids", highlight=False,
+                  markup=False)
     if ids and n < len(ids):
         raise typer.Exit(1)  # some ids did not exist: tell scripts
 
@@ -262,6 +267,7 @@ def forget_user(
     from memory.policy.manager import Actor
 
     with _manager() as mm:
+        _check_user_label(mm, user)
         rep = mm.forget_user(user, actor=Actor(agent="memctl"))
     d = {"user": rep.user_id, "namespaces": list(rep.namespaces), "deleted": rep.deleted, "residue": rep.residue,
          "clean": rep.clean}
@@ -270,8 +276,37 @@ def forget_user(
     else:
         out.print(f"deleted {rep.deleted} memories of {user!r} in {len(rep.namespaces)} namespaces; "
                   f"left: {rep.residue}", highlight=False)
+    if not rep.namespaces:  # a typo would otherwise read like a successful erasure
+        err.print(f"note: no memories, trash or audit entries of {user!r} were found; check the id "
+                  "(`memctl stats` lists the namespaces)", highlight=False, markup=False)
     if not rep.clean:
         raise typer.Exit(1)
+
+
+def _check_user_label(mm: Any, user: str) -> None:
+    """Refuse an app user id whose memories live under its escaped label (memory.policy.identity:
+    ``team/alice`` -> ``team%2Falice``, long ids hashed) when that label, not ``user``, holds them:
+    forgetting ``user`` would report a clean erasure of nothing."""
+    from memory.errors import InvalidNamespace
+    from memory.namespace import parse_namespace
+    from memory.policy.forget import user_namespaces
+    from memory.policy.identity import user_label
+
+    try:
+        label = user_label(user)
+    except ValueError:
+        return  # empty: forget_user says what a user id must be
+    if label == user:
+        return
+    try:
+        parse_namespace(("user", user))
+        if user_namespaces(mm.service.backend, mm.audit, user, 1):
+            return  # the label as given holds memories: it is what the caller means
+    except InvalidNamespace:
+        pass
+    if user_namespaces(mm.service.backend, mm.audit, label, 1):
+        raise InvalidInput(f"user id {user[:60]!r} is stored under the label {label!r} (ids are escaped into "
+                           f"namespace labels); run `memctl forget-user '{label}' --yes`")
 
 
 @app.command()
@@ -333,7 +368,8 @@ def history(
         try:
             id = resolve_id(p, [*mm.audit.memory_ids(p), *live_ids(mm.service, p)])
         except NotFound:
-            raise NotFound(f"no history for memory {id!r}") from None
+            raise NotFound(f"no history for memory {id!r}; `memctl list --ns NS` or `memctl audit` show the ids"
+                           ) from None
         events = mm.audit.history(id)
     if not events:
         raise NotFound(f"no history for memory {id!r}")

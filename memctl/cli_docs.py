@@ -155,6 +155,8 @@ def export(
     if daily is None and len(ns or []) > 1:
         raise InvalidInput("MEMORY.md holds one namespace prefix: give --ns once")
     prefixes = [parse_namespace(n) for n in ns or []]
+    if daily is None:
+        _check_not_the_store(out_file)
     counts: dict[str, int] = {}
     with _manager(read=True) as mm:
         if daily is not None:
@@ -185,6 +187,19 @@ def export(
     if edited:
         raise InvalidInput(f"not overwritten (edited by hand): {', '.join(edited)}; import the edits first "
                            "(`memctl import FILE`) or pass --force")
+
+
+def _check_not_the_store(out_file: Path) -> None:
+    """Refuse the store file and its side files (-wal, -shm, .pending, vectors) as --out: with
+    --force, the export replaced the store with Markdown and every memory was lost."""
+    store = _settings().path
+    if store == ":memory:":
+        return
+    s = Path(store).expanduser().resolve()
+    o = out_file.expanduser().resolve()
+    if o.parent == s.parent and o.name.startswith(s.name):
+        raise InvalidInput(f"--out {out_file} is the memory store (or one of its files); choose another --out, "
+                           "e.g. MEMORY.md")
 
 
 def _import_jsonl(file: Path, ns: str | None, dry_run: bool, as_json: bool, dedupe: bool,
@@ -292,7 +307,7 @@ def import_(
     if dedupe is not None or batch_size is not None or workers is not None:
         raise InvalidInput("--dedupe/--no-dedupe, --batch-size and --workers apply to .jsonl files only; "
                            f"{file.name} is imported as a MEMORY.md")
-    from memory.markdown_io import apply_import, parse_memory_md, plan_import, touched_since
+    from memory.markdown_io import apply_import, check_bullets, parse_memory_md, plan_import, touched_since
     from memory.service import MAX_RESULTS
 
     try:
@@ -307,6 +322,7 @@ def import_(
         raise InvalidInput(f"cannot read {file}: {exc.strerror}; nothing was imported") from None
     parsed = parse_memory_md(text, ns)
     with _manager() as mm:
+        check_bullets(parsed.bullets, mm.settings.max_content_chars)  # --dry-run says so too
         plan = plan_import(parsed, mm.service.list(parsed.namespace, limit=MAX_RESULTS),
                            touched_since(mm.audit, parsed.namespace, parsed.exported_at))
         result: dict[str, Any] = plan.as_dict() if dry_run else apply_import(mm, plan, source_name=str(file)).as_dict()

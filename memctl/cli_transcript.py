@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -67,6 +68,15 @@ def tail(
     """The recent messages, oldest first (ordered by time, then message id)."""
     if n < 0:
         raise InvalidInput(f"-n must be >= 0, got {n}")
+    path = file or _settings().path
+    if path != ":memory:" and not Path(path).expanduser().exists():  # reading must not create the file
+        if file is not None:
+            raise InvalidInput(f"no transcript file at {file!r}; check --file (`memctl transcript append` creates it)")
+        if as_json:
+            _print_json([])
+        else:
+            out.print("(no messages)")
+        return
     with _open(file) as t:
         if summary:
             out.print(t.summary(n, thread=thread) or "(no messages)", highlight=False, markup=False)

@@ -67,10 +67,6 @@ class Question:
     evidence: tuple[str, ...]
 
 
-def _read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    return (obj for _, obj in _read_jsonl_lines(path, "--data must hold turns.jsonl and questions.jsonl"))
-
-
 def _read_jsonl_lines(path: Path, what: str) -> Iterable[tuple[int, dict[str, Any]]]:
     """(line number, object) per non-blank line; every error names the line. ``what``: the file
     this should be, said when it is missing."""
@@ -98,40 +94,52 @@ def _read_jsonl_lines(path: Path, what: str) -> Iterable[tuple[int, dict[str, An
             yield n, obj
 
 
-def _field(obj: dict[str, Any], key: str, path: Path) -> Any:
+def _field(obj: dict[str, Any], key: str, where: str) -> Any:
     if key not in obj:
-        raise InvalidInput(f"{path}: a line lacks the field {key!r} (see the LoCoMo README for the format)")
+        raise InvalidInput(f"{where}: the line lacks the field {key!r} (see the LoCoMo README for the format)")
     return obj[key]
+
+
+def _evidence(obj: dict[str, Any], where: str) -> tuple[str, ...]:
+    """The evidence dia_ids; one string would be read character by character (every question a miss)."""
+    raw = obj.get("evidence")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list | tuple):
+        raise InvalidInput(f"{where}: evidence must be a list of dia_ids like [\"D1:3\"], got {raw!r:.60}")
+    return tuple(str(e) for e in raw)
 
 
 def load_dataset(data_dir: str | Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     root = Path(data_dir)
     turns: dict[str, list[Turn]] = defaultdict(list)
     tpath = root / "turns.jsonl"
-    for obj in _read_jsonl(tpath):
-        text = str(_field(obj, "text", tpath))
+    for n, obj in _read_jsonl_lines(tpath, "--data must hold turns.jsonl and questions.jsonl"):
+        where = f"{tpath}:{n}"
+        text = str(_field(obj, "text", where))
         caption = obj.get("blip_caption")
-        content = f"{_field(obj, 'speaker', tpath)}: {text}"
+        content = f"{_field(obj, 'speaker', where)}: {text}"
         if caption:
             content += f" [image: {caption}]"
-        conv = str(_field(obj, "conversation_id", tpath))
+        conv = str(_field(obj, "conversation_id", where))
         try:
-            date = as_utc(str(_field(obj, "session_date", tpath)))
+            date = as_utc(str(_field(obj, "session_date", where)))
         except ValueError as exc:
-            raise InvalidInput(f"{tpath}: bad session_date {obj.get('session_date')!r}") from exc
-        turns[conv].append(Turn(conv, str(_field(obj, "dia_id", tpath)), date, content,
-                                str(_field(obj, "speaker", tpath))))
+            raise InvalidInput(f"{where}: bad session_date {obj.get('session_date')!r}") from exc
+        turns[conv].append(Turn(conv, str(_field(obj, "dia_id", where)), date, content,
+                                str(_field(obj, "speaker", where))))
     questions = []
     qpath = root / "questions.jsonl"
-    for obj in _read_jsonl(qpath):
+    for n, obj in _read_jsonl_lines(qpath, "--data must hold turns.jsonl and questions.jsonl"):
+        where = f"{qpath}:{n}"
         cat = obj.get("category_name") or obj.get("category")
         raw_cat = str(obj.get("category"))
-        evidence = tuple(str(e) for e in (obj.get("evidence") or []))
+        evidence = _evidence(obj, where)
         if not evidence or raw_cat in ADVERSARIAL or str(cat) in ADVERSARIAL:
             continue
         questions.append(Question(
-            str(_field(obj, "conversation_id", qpath)), str(obj.get("question_id", len(questions))),
-            str(_field(obj, "question", qpath)), str(cat), evidence,
+            str(_field(obj, "conversation_id", where)), str(obj.get("question_id", len(questions))),
+            str(_field(obj, "question", where)), str(cat), evidence,
         ))
     if not turns or not questions:
         raise InvalidInput(f"{root}: no turns or no scorable questions found")

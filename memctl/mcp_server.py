@@ -53,6 +53,12 @@ def compact_line(r: MemoryRecord, score: float | None = None, when: str = "%Y-%m
     return " ".join(parts)
 
 
+def _shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for an error message, cut to ``limit`` characters: the error goes back into
+    a model's context, and an id of 100,000 characters need not come back whole."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
+
+
 class ScopedMemory:
     """The memory operations an MCP client may use, confined to ``scopes`` (namespace prefixes).
 
@@ -81,7 +87,7 @@ class ScopedMemory:
             return list(self.scopes)
         ns = parse_namespace(namespace)
         if not self.in_scope(ns):
-            raise InvalidInput(f"namespace {namespace!r} is outside this server's scope; use one under "
+            raise InvalidInput(f"namespace {_shown(namespace)} is outside this server's scope; use one under "
                                f"{', '.join(ns_key(s) for s in self.scopes)}")
         return [ns]
 
@@ -131,14 +137,17 @@ class ScopedMemory:
             if id is not None:
                 found, missing = self._resolve([id])
                 if missing:
-                    raise NotFound(f"no memory {id!r} in this server's scope; use an id from search")
+                    raise NotFound(f"no memory {_shown(id)} in this server's scope; use an id from search")
                 anchor = found[0]
                 t = anchor.updated_at
             else:
                 try:
                     t = as_utc(str(date))
-                except ValueError:
-                    raise InvalidInput(f"date {date!r} is not YYYY-MM-DD or an ISO timestamp") from None
+                except ValueError as exc:
+                    if "out of range" in str(exc):  # a well-formed date the store cannot hold
+                        raise InvalidInput(f"date {_shown(str(date))} is out of range; use a date between year 1000 and "
+                                           "year 9900") from None
+                    raise InvalidInput(f"date {_shown(str(date))} is not YYYY-MM-DD or an ISO timestamp") from None
             older = self._around(nss, t, before, older=True, exclude=anchor)
             newer = self._around(nss, t, after, older=False, exclude=anchor)
             lines = [f"  {self._line(r, when='%Y-%m-%d %H:%M')}" for r in reversed(older)]
@@ -202,7 +211,7 @@ class ScopedMemory:
         with self._lock:
             found, missing = self._resolve([id])
             if missing:
-                raise NotFound(f"no memory {id!r} in this server's scope; use an id from search")
+                raise NotFound(f"no memory {_shown(id)} in this server's scope; use an id from search")
             r = found[0]
             if r.namespace[0] == DOCS:
                 raise InvalidInput("this is a chunk of an indexed Markdown file; edit or delete the file, then "

@@ -131,7 +131,11 @@ def parse_memory_md(text: str, namespace: str | None = None) -> ParsedExport:
         InvalidInput: no namespace, a bad ``###`` namespace, a bullet outside a type section,
             or the same id twice (nothing is imported).
     """
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows Notepad) would hide the header
     head = _header(text)
+    if head and head[0] == "daily":  # its "- 15:51 add (agent): text · `id`" lines would overwrite those memories
+        raise InvalidInput("this is a daily note (a log written by `memctl export --daily`), not a MEMORY.md; "
+                           "write one with `memctl export --ns NS`, edit it and import that")
     fields = head[1] if head and head[0] == "export" else {}
     file_ns = fields.get("namespace")
     if file_ns and namespace and parse_namespace(file_ns) != parse_namespace(namespace):
@@ -193,6 +197,29 @@ def parse_memory_md(text: str, namespace: str | None = None) -> ParsedExport:
         if b.id is not None:
             seen[b.id] = b.line
     return ParsedExport(ns, exported_at, tuple(bullets))
+
+
+def check_bullets(bullets: Iterable[Bullet], max_chars: int) -> None:
+    """Refuse the file when any bullet would be refused by the write path (too long, NUL, blank,
+    a type heading the metadata cannot hold), before anything is written: an import stopped half
+    way leaves its first edits applied, and they then show as conflicts when it is run again.
+
+    Raises:
+        InvalidInput: naming the line of each bad bullet (the first five).
+    """
+    from memory.service import _metadata, check_content_size, clean_content
+
+    problems: list[str] = []
+    for b in bullets:
+        try:
+            check_content_size(b.content, max_chars)
+            clean_content(b.content, max_chars)
+            _metadata({"type": b.type})
+        except InvalidInput as exc:
+            problems.append(f"line {b.line}: {exc}")
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise InvalidInput("; ".join(problems[:5]) + more + "; fix the file, nothing was imported")
 
 
 @dataclass
@@ -292,6 +319,7 @@ def apply_import(manager: Any, plan: ImportPlan, *, source_name: str, actor: Any
     from memory.policy.audit import AuditEvent
     from memory.policy.manager import Actor
 
+    check_bullets([*(b for b, _ in plan.update), *plan.add], manager.settings.max_content_chars)
     actor = actor or Actor(agent="memctl:import")
     why = f"markdown import: {source_name}"
     res = ImportResult(unchanged=plan.unchanged, conflicts=list(plan.conflicts))
@@ -354,6 +382,10 @@ def write_guarded(path: Path, text: str, *, force: bool = False) -> WriteStatus:
     no longer matches the checksum we wrote — unless ``force``.
     """
     if path.exists():
+        if path.is_file():
+            with path.open("rb") as fh:  # a store, a transcript: --force must never turn it into Markdown
+                if fh.read(16) == b"SQLite format 3\x00":
+                    raise InvalidInput(f"{path} is an SQLite database, not a Markdown file; choose another --out")
         try:
             old = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -371,5 +403,5 @@ def write_guarded(path: Path, text: str, *, force: bool = False) -> WriteStatus:
     return "written"
 
 
-__all__ = ["Bullet", "ImportPlan", "ImportResult", "ParsedExport", "apply_import", "parse_memory_md",
+__all__ = ["Bullet", "ImportPlan", "ImportResult", "ParsedExport", "apply_import", "check_bullets", "parse_memory_md",
            "plan_import", "render_daily_notes", "render_memory_md", "touched_since", "write_guarded"]

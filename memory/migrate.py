@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
-from memory.errors import InvalidInput, MemoryBackendError, MemoryLayerError, NotFound
+from memory.errors import (InvalidInput, MemoryBackendError, MemoryLayerError, NotFound, SchemaMismatch, StoreCorrupt,
+                           StoreReadOnly)
 
 if TYPE_CHECKING:  # imported where used: memctl registers this command even for `memctl --help`
     from memory.backend import MemoryBackend
@@ -132,6 +133,21 @@ def open_store(spec: StoreSpec, embedding_model: str, dim: int, settings: Memory
     )
 
 
+def _open_named(spec: StoreSpec, role: str, flag: str, embedding_model: str, dim: int,
+                settings: MemorySettings) -> MemoryBackend:
+    """:func:`open_store`, with a store the backend refuses for good (newer version, another
+    model) named as the source or the destination; the backend's own remedy names MEMORY_PATH."""
+    try:
+        return open_store(spec, embedding_model, dim, settings)
+    except SchemaMismatch as exc:
+        text = str(exc)
+        if text.startswith("this store was written by a newer version"):  # sqlite_schema.check_not_newer
+            why = text.removeprefix("this store ").split(" Upgrade langgraph-memory", 1)[0]
+            raise SchemaMismatch(f"the {role} {spec} {why} Upgrade langgraph-memory, or give another {flag}"
+                                 ) from None
+        raise SchemaMismatch(f"the {role} {spec}: {text}") from None
+
+
 def _pages(src: MemoryBackend, batch: int) -> Iterator[list[MemoryRecord]]:
     pages = getattr(src, "iter_records", None)
     if callable(pages):  # Qdrant: a cursor, each point read once
@@ -182,9 +198,9 @@ def migrate(src_spec: str, dst_spec: str, *, batch: int = 500, progress: Progres
     else:
         model, dim = _qdrant_identity(src_s, settings, embedding_model)
 
-    src = open_store(src_s, model, dim, settings)
+    src = _open_named(src_s, "source", "--from", model, dim, settings)
     try:
-        dst = open_store(dst_s, model, dim, settings)
+        dst = _open_named(dst_s, "destination", "--to", model, dim, settings)
     except BaseException:
         src.close()
         raise
@@ -257,6 +273,9 @@ def migrate_command(
     except InvalidInput as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    except (SchemaMismatch, StoreCorrupt, StoreReadOnly) as exc:  # the same again on a re-run
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     except MemoryLayerError as exc:
         err.print(f"[red]error:[/red] {exc} (re-run the same command to resume)", highlight=False)
         raise typer.Exit(1) from None

@@ -167,6 +167,10 @@ def clean_content(content: object, max_chars: int) -> str:
     return text
 
 
+MAX_TAGS = 64  # per memory, checked on writes (rows stored before still read back)
+MAX_TAG_CHARS = 128
+
+
 def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMetadata:
     if metadata is None:
         return MemoryMetadata()
@@ -188,6 +192,13 @@ def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMeta
     if any(isinstance(t, str) and is_blank(t) for t in listed):
         raise InvalidInput("invalid metadata: tags must not be empty or blank; drop the empty tag "
                            "(memctl add --tag TEXT)")
+    # Bounded like source and agent: a model's tool call could attach 100,000 tags to one memory.
+    if len(listed) > MAX_TAGS:
+        raise InvalidInput(f"invalid metadata: {len(listed)} tags, at most {MAX_TAGS}; keep the few worth filtering by")
+    long = next((t for t in listed if isinstance(t, str) and len(t) > MAX_TAG_CHARS), None)
+    if long is not None:
+        raise InvalidInput(f"invalid metadata: a tag of {len(long)} characters, at most {MAX_TAG_CHARS}; "
+                           "a tag is a short label")
     try:
         return MemoryMetadata(**data, extra=extra)
     except ValidationError as exc:  # one line per problem, without pydantic's URL and input dump

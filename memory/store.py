@@ -51,7 +51,8 @@ from memory.namespace import Namespace
 from memory.records import MEMORY_TYPES, MemoryMetadata, MemoryRecord, utcnow
 from memory.service import MAX_RESULTS, MemoryService, NewMemory, check_count, check_query_size
 from memory.settings import MemorySettings
-from memory.store_index import EmbedderEmbeddings, check_dims, resolve_embedder, resolve_fields
+from memory.store_index import (EmbedderEmbeddings, check_dims, check_index_keys, check_ttl_config, resolve_embedder,
+                                resolve_fields)
 from memory.store_items import (
     SOURCE,
     UNINDEXED,
@@ -150,6 +151,8 @@ class MemoryStore(StoreReads, StoreSupport, BaseStore):
         if index is not None and not isinstance(index, Mapping):
             raise ValueError(f"index must be a dict like {{'dims': 512, 'fields': ['content']}}, got {index!r:.60}")
         cfg: dict[str, Any] = dict(index or {})
+        check_index_keys(cfg)  # a misspelt key would be ignored: {"feilds": [...]} embeds the whole value
+        check_ttl_config(ttl)
         fields = resolve_fields(cfg)
         if service is not None:
             if path is not None or settings is not None:

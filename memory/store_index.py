@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory.embeddings import PACKAGED_DIMS, CachedEmbedder, Embedder, LangChainEmbedder, get_embedder
+from memory.errors import InvalidConfig, InvalidInput
 from memory.settings import MemorySettings
 
 
@@ -146,6 +147,52 @@ def resolve_embedder(index: dict[str, Any], settings: MemorySettings) -> tuple[E
     return emb, lc
 
 
+# IndexConfig's keys (SqliteStore adds ``text_fields``; PostgresStore ``ann_index_config`` and
+# ``distance_type``, accepted so one config serves both, without effect here). Keys starting with
+# "__" are a store's own derived entries (``__tokenized_fields``), present when a config is copied
+# from another store's ``index_config``.
+INDEX_KEYS = ("dims", "embed", "fields", "text_fields", "ann_index_config", "distance_type")
+TTL_KEYS = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired")
+
+
+def unknown_key(what: str, key: object, known: Sequence[str]) -> InvalidConfig:
+    """The error for a key LangGraph's config does not have (a typo would be silently ignored)."""
+    import difflib
+
+    near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return InvalidConfig(f"{what} has no key {key!r}; {hint}use {', '.join(known)}")
+
+
+def check_index_keys(index: Mapping[str, Any]) -> None:
+    for key in index:
+        if not (isinstance(key, str) and key.startswith("__")) and key not in INDEX_KEYS:
+            raise unknown_key("index", key, INDEX_KEYS)
+
+
+def check_ttl_config(ttl: object) -> None:
+    """LangGraph's ``TTLConfig``: checked when the store is built, not at the first put."""
+    from memory.store_items import ttl_minutes
+
+    if ttl is None:
+        return
+    if not isinstance(ttl, Mapping):
+        raise InvalidConfig(f"ttl must be a dict like {{'default_ttl': 60}} (minutes), got {ttl!r:.60}")
+    for key, value in ttl.items():
+        if key not in TTL_KEYS:
+            raise unknown_key("ttl", key, TTL_KEYS)
+        if key == "default_ttl" and value is not None:
+            try:
+                ttl_minutes(value)
+            except InvalidInput as exc:
+                raise InvalidConfig(f"ttl['default_ttl']: {exc}") from None
+        elif key in ("refresh_on_read", "omit_expired") and not isinstance(value, bool):
+            raise InvalidConfig(f"ttl[{key!r}] must be True or False, got {value!r:.40}")
+        elif key == "sweep_interval_minutes" and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf")):
+            raise InvalidConfig(f"ttl['sweep_interval_minutes'] must be a positive number of minutes, got {value!r:.40}")
+
+
 def resolve_fields(index: dict[str, Any]) -> list[str]:
     """``fields`` or SqliteStore's ``text_fields``; default ``["$"]`` (the whole value)."""
     fields = index.get("fields")
@@ -163,4 +210,5 @@ def check_dims(emb: Embedder, dims: Any) -> None:
         raise ValueError(f"index dims={dims} but the embedding model {emb.name!r} produces {emb.dim}-d vectors")
 
 
-__all__ = ["EmbedderEmbeddings", "check_dims", "resolve_embedder", "resolve_fields"]
+__all__ = ["INDEX_KEYS", "TTL_KEYS", "EmbedderEmbeddings", "check_dims", "check_index_keys", "check_ttl_config",
+           "resolve_embedder", "resolve_fields"]

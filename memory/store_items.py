@@ -20,7 +20,7 @@ from typing import Any
 from langgraph.store.base import InvalidNamespaceError, Item, MatchCondition, SearchItem, get_text_at_path
 from pydantic_core import to_jsonable_python
 
-from memory.errors import InvalidContent, InvalidInput, InvalidNamespace
+from memory.errors import InvalidContent, InvalidFilter, InvalidInput, InvalidNamespace
 from memory.namespace import Namespace, parse_namespace
 from memory.records import MemoryRecord, as_utc, non_finite, utcnow
 from memory.service import MAX_TTL_DAYS
@@ -152,15 +152,22 @@ def check_filter(flt: Any) -> dict[str, Any] | None:
     """Reject what LangGraph's stores cannot evaluate, before touching any item."""
     if flt is None:
         return None
+    # InvalidFilter is a ValueError (what LangGraph's stores raise) and a MemoryLayerError (what
+    # callers of the memory layer catch); the messages keep LangGraph's wording.
     if not isinstance(flt, Mapping):
-        raise ValueError(f"filter must be a dict like {{'color': 'red'}}, got {type(flt).__name__}")
+        raise InvalidFilter(f"filter must be a dict like {{'color': 'red'}}, got {type(flt).__name__}")
 
     def walk(cond: Any) -> None:
         if isinstance(cond, Mapping):
+            ops = [k for k in cond if isinstance(k, str) and k.startswith("$")]
+            if ops and len(ops) != len(cond):  # compared as operators, the field would never match
+                fields = [k for k in cond if k not in ops]
+                raise InvalidFilter(f"a filter condition mixes operators {ops} with fields {fields}; "
+                                    "write {'field': {'$op': value}} or {'field': {'nested': value}}, not both")
             for k, v in cond.items():
                 if isinstance(k, str) and k.startswith("$"):
                     if k not in OPERATORS:
-                        raise ValueError(
+                        raise InvalidFilter(
                             f"Unsupported operator: {k}; use one of {', '.join(OPERATORS)}"
                         )
                 else:
@@ -170,7 +177,7 @@ def check_filter(flt: Any) -> dict[str, Any] | None:
         if not isinstance(key, str) or not _FILTER_KEY.match(key):
             # SqliteStore's rule (it builds SQL from keys; we do not, but a key outside this set
             # is a mistake or an attack either way), widened to non-ASCII letters and digits.
-            raise ValueError(
+            raise InvalidFilter(
                 f"Invalid filter key: {key!r}. Filter keys must contain only letters, digits, "
                 "underscores, dots (nested fields: 'user.city') and hyphens."
             )

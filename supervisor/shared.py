@@ -88,10 +88,16 @@ def steer_offline(mm: MemoryManager, intent: Any, state: dict[str, Any], config:
 def run_memory_tool(tool: Any, call: dict[str, Any], config: Any) -> Any:
     """Run one memory tool call of the Supervisor's model; always a ToolMessage (errors as text)."""
     from langchain_core.messages import ToolMessage
+    from pydantic import ValidationError
 
     try:
         out = tool.invoke({"name": call["name"], "args": call.get("args") or {}, "id": call["id"],
                            "type": "tool_call"}, config)
+    except ValidationError as exc:  # the model's arguments: one short line per argument, no pydantic URL
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        return ToolMessage(f"ERROR: {call['name']}: bad arguments: {problems}; call it again with valid arguments",
+                           tool_call_id=call["id"], name=call["name"], status="error")
     except Exception as exc:  # noqa: BLE001 - bad arguments from the model: tell it, do not crash the turn
         return ToolMessage(f"ERROR: {call['name']}: {type(exc).__name__}: {exc}", tool_call_id=call["id"],
                            name=call["name"], status="error")

@@ -146,7 +146,9 @@ def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor")
     def memory_list(config: RunnableConfig) -> str:
         """Everything remembered about the user (profile, definitions, what the team shares): for
         "what do you remember about me". Returns JSON with ids (for memory_update / memory_delete)."""
-        uid = user_id_from_config(config)
+        uid = who(config)  # policy.anonymous decides, as for the other tools
+        if uid is None:
+            return OFF
         try:
             recs = [r for ns in user_namespaces(uid) for r in manager.list(ns, limit=50, actor=_actor(config))]
         except MemoryLayerError as exc:
@@ -157,7 +159,9 @@ def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor")
     @tool
     def memory_restore(memory_id: str, config: RunnableConfig) -> str:
         """Bring back one of the user's memories that was deleted or replaced (undo a forget or a correction)."""
-        uid = user_id_from_config(config)
+        uid = who(config)
+        if uid is None:
+            return OFF
         got = manager.audit.trash_get(memory_id)
         if got is None or uid not in got[0].namespace[1:]:
             return "memory_restore failed: no deleted memory of this user has that id"
@@ -170,7 +174,9 @@ def make_memory_tools(manager: MemoryManager, *, acting_for: str = "supervisor")
     @tool
     def memory_share(content: str, config: RunnableConfig) -> str:
         """Remember something for the whole team: every agent working for this user will receive it."""
-        uid = user_id_from_config(config)
+        uid = who(config)  # with memory off, a thread's "team" memory would outlive the thread
+        if uid is None:
+            return OFF
         try:
             res = manager.remember(content, shared_namespace(uid), {"type": "domain_facts", "source": "user",
                                                                      "extra": {"team": True}}, actor=_actor(config))
