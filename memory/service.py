@@ -456,22 +456,26 @@ class MemoryService:
                     now: datetime) -> tuple[np.ndarray, list[Any]]:
         """(question vector, the backend's candidates): both channels' best ``limit`` (the tuning tools call
         this too, so a reranker is fitted on the candidates search sees)."""
-        vec = self._query_vector(query)
+        from memory.query_adapter import switch_applies
+
+        cfg = self.settings.scoring
+        adapted = switch_applies(cfg.query_adapter, query)
+        vec = self._query_vector(query, adapted)
         cands = self.backend.query(MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt, limit=limit, now=now))
-        if self.settings.scoring.strip_speakers:  # the vector channel again, without the speakers' names it mentions
+        if switch_applies(cfg.strip_speakers, query):  # the vector channel again, without the speakers' names it mentions
             from memory.query_adapter import without_speakers
 
             bare = without_speakers(query, {c.record.metadata.extra.get("speaker") for c in cands})
             if bare is not None:
-                vec = self._query_vector(bare)
+                vec = self._query_vector(bare, adapted)
                 cands = self.backend.query(MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
                                                        limit=limit, now=now))
         return vec, cands
 
-    def _query_vector(self, text: str) -> np.ndarray:
-        """The dense channel's question vector, through the learned query adapter when it is on."""
+    def _query_vector(self, text: str, adapted: bool) -> np.ndarray:
+        """The dense channel's question vector, through the learned query adapter when ``adapted``."""
         vec = self.embedder.embed_query(text.strip())
-        if self.settings.scoring.query_adapter:  # a per-dimension scale of the question vector
+        if adapted:  # a per-dimension scale of the question vector
             from memory.query_adapter import adapt
 
             vec = adapt(vec, self.embedder.name)

@@ -46,6 +46,28 @@ def default_path() -> str:
     return str(Path(platformdirs.user_data_dir("langgraph-memory")) / "memory.sqlite")
 
 
+SwitchMode = bool | Literal["latin"]
+
+
+def switch_mode(value: object, name: str) -> SwitchMode:
+    """A dense-channel switch's setting: true, false or "latin" (only for a question with no Han character).
+
+    Read by the settings validator, so a typo ("latn", "yes please") is refused at load time with the
+    values it takes instead of silently meaning on or off.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        v = value.strip().casefold()
+        if v in ("true", "1", "on", "yes"):
+            return True
+        if v in ("false", "0", "off", "no"):
+            return False
+        if v == "latin":
+            return "latin"
+    raise ValueError(f"{name} takes true, false or \"latin\" (on only for questions without Han characters)")
+
+
 class ScoringSettings(BaseModel):
     """``S = alpha*sim + beta*decay + gamma*boost`` and ``decay = exp(-decay_lambda*age_days)``."""
 
@@ -102,18 +124,27 @@ class ScoringSettings(BaseModel):
     rerank: bool = Field(
         True, description="re-order the 50 best fused candidates with the learned reranker (memory.rerank; fitted "
         "leave-one-set-out by python -m memctl.tune_retrieval --stage rerank)")
-    query_adapter: bool = Field(
+    query_adapter: bool | Literal["latin"] = Field(
         False, description="scale the question's vector by the learned per-dimension query adapter "
-        "(memory/query_adapter.json) before the dense search; stored vectors are unchanged. Off by default: "
-        "the shipped reranker (rerank_model.json) was fitted on unadapted vector scores and must be refitted first")
-    strip_speakers: bool = Field(
+        "(memory/query_adapter.json) before the dense search; stored vectors are unchanged. true, false, or "
+        "\"latin\": only for a question without Han characters (scripts/switch_rule_lab.py). The shipped reranker "
+        "(rerank_model.json) was fitted on the candidates of the default")
+    strip_speakers: bool | Literal["latin"] = Field(
         False, description="search the vector channel with the question minus the names of the candidates' "
-        "speakers it mentions (metadata.extra.speaker; a second vector query, only when a speaker is named). Off by "
-        "default: the shipped reranker was fitted without it")
+        "speakers it mentions (metadata.extra.speaker; a second vector query, only when a speaker is named). true, "
+        "false, or \"latin\": only for a question without Han characters. The shipped reranker was fitted on the "
+        "candidates of the default")
     window_candidates: int = Field(
         0, ge=0, le=10000,
         description="questions naming a date: extra candidates from a second query restricted to that window "
         "(0: off; SQLite filters after reading, so an empty window can scan the whole namespace)")
+
+    @field_validator("query_adapter", "strip_speakers", mode="before")
+    @classmethod
+    def _switch_mode(cls, value: object, info: Any) -> object:
+        # true / false / "latin" only: pydantic's own message for bool | Literal lists two union branches
+        # and does not say what "latin" means.
+        return switch_mode(value, info.field_name)
 
 
 class EmbeddingSettings(BaseModel):

@@ -107,3 +107,47 @@ def test_search_embeds_the_question_without_speaker_names_only_when_switched_on(
         assert v == pytest.approx(max(0.0, float(stored[content] @ bare)), abs=1e-4)
     for content, v in vector_scores(False).items():
         assert v == pytest.approx(max(0.0, float(stored[content] @ raw)), abs=1e-4)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), ("latin", "latin"),
+                                                 (" Latin ", "latin"), ("0", False)])
+def test_switch_modes_read_from_the_environment(monkeypatch, value, expected):
+    from memory.settings import MemorySettings
+
+    monkeypatch.setenv("MEMORY_SCORING__QUERY_ADAPTER", value)
+    monkeypatch.setenv("MEMORY_SCORING__STRIP_SPEAKERS", value)
+    s = MemorySettings(path=":memory:").scoring
+    assert s.query_adapter == expected and s.strip_speakers == expected
+
+
+@pytest.mark.parametrize("value", ["latn", "han", "2", ""])
+def test_a_bad_switch_mode_is_refused_with_the_values_it_takes(monkeypatch, value):
+    from memory.settings import MemorySettings
+
+    monkeypatch.setenv("MEMORY_SCORING__QUERY_ADAPTER", value)
+    with pytest.raises(InvalidConfig, match=r'MEMORY_SCORING__QUERY_ADAPTER.*true, false or "latin"'):
+        MemorySettings(path=":memory:")
+
+
+def test_latin_mode_adapts_and_strips_only_questions_without_han_characters(service):
+    from memory.namespace import parse_namespaces
+    from memory.query_adapter import has_han, switch_applies
+
+    assert has_han("Fang 保存的 query 覆盖哪段日期？") and not has_han("Which café did Zoë pick?")
+    assert switch_applies("latin", "When did Caroline paint?") and not switch_applies("latin", "王芳现在负责什么？")
+    assert switch_applies(True, "王芳现在负责什么？") and not switch_applies(False, "When did Caroline paint?")
+    for speaker, text in (("Caroline", "I went to a LGBTQ support group yesterday."), ("王芳", "我现在负责前台的排班。")):
+        service.write(f"{speaker}: {text}", ("eval", "c"), {"type": "conversation", "extra": {"speaker": speaker}},
+                      now=NOW)
+    cfg = service.settings.scoring.model_copy(update={"query_adapter": "latin", "strip_speakers": "latin"})
+    service.settings = service.settings.model_copy(update={"scoring": cfg})
+    ns = tuple(parse_namespaces(("eval", "c")))
+    en, zh = "When did Caroline go to the support group?", "王芳现在负责什么？"
+    vec_en, _ = service._candidates(en, ns, None, 10, NOW)
+    vec_zh, _ = service._candidates(zh, ns, None, 10, NOW)
+    name = service.embedder.name
+    # English: adapted, and embedded without the speaker's name; Chinese: the raw question, name kept.
+    np.testing.assert_allclose(vec_en, adapt(service.embedder.embed_query("When did go to the support group?"), name),
+                               atol=1e-6)
+    np.testing.assert_allclose(vec_zh, service.embedder.embed_query(zh), atol=1e-6)
+    assert float(vec_zh @ adapt(service.embedder.embed_query(zh), name)) < 0.99
