@@ -276,28 +276,59 @@ def _fit_score(task: tuple[int, Config, frozenset[str], tuple[str, ...]]) -> tup
     return idx, out
 
 
-def out_of_set_many(sets: dict[str, list[Query]], configs: Sequence[Config],
-                    jobs: int = 1) -> list[dict[str, list[np.ndarray]]]:
+def _task_file(cache: Path, task: tuple[int, Config, frozenset[str], tuple[str, ...]]) -> Path:
+    """Where one fit's scores are kept: named by what the fit is (width, point, sets, weight, labels)."""
+    import hashlib
+
+    _, (width, point, _, weight, labels), train, held = task
+    key = repr((width, tuple(point), sorted(train), held, float(weight), labels, DEPTH))
+    return cache / f"fit-{hashlib.sha256(key.encode()).hexdigest()[:20]}.pkl"
+
+
+def out_of_set_many(sets: dict[str, list[Query]], configs: Sequence[Config], jobs: int = 1,
+                    cache: Path | None = None) -> list[dict[str, list[np.ndarray]]]:
     """Per config (width, point, ``train_on``, LoCoMo weight, labels), each set's head scores under a model fitted
     on every other set (of ``train_on`` only, when given: the shipped model's own out-of-set ranks, which were
     fitted on fewer sets; the sets it never saw share one fit on all of them). ``jobs`` > 1: the fits run in
     that many processes (each fit is single-threaded and deterministic, so the scores are the same; spawned,
-    not forked: a child forked after OpenMP ran in the parent can hang)."""
+    not forked: a child forked after OpenMP ran in the parent can hang), in the configs' order. ``cache``: a
+    folder keeping each fit's scores as it finishes, reused by a later run on the same sets and code (an
+    interrupted run loses nothing; delete the folder when the data or the features change)."""
+    import pickle
+
     tasks = []
     for idx, cfg in enumerate(configs):
         by_train: dict[frozenset[str], list[str]] = defaultdict(list)
         for held in sets:
             by_train[frozenset(k for k in sets if k != held and (cfg[2] is None or k in cfg[2]))].append(held)
         tasks += [(idx, cfg, train, tuple(held)) for train, held in by_train.items()]
-    if jobs > 1:
+    done: list[tuple[int, dict[str, list[np.ndarray]]]] = []
+    todo = []
+    for t in tasks:
+        f = _task_file(cache, t) if cache else None
+        if f is not None and f.exists():
+            done.append((t[0], pickle.loads(f.read_bytes())))
+        else:
+            todo.append(t)
+
+    def keep(t: tuple[int, Config, frozenset[str], tuple[str, ...]], part: dict[str, list[np.ndarray]]) -> None:
+        done.append((t[0], part))
+        if cache:
+            cache.mkdir(parents=True, exist_ok=True)
+            _task_file(cache, t).write_bytes(pickle.dumps(part))
+        print(f"  fit {len(done)} of {len(tasks)} done", flush=True)
+
+    if jobs > 1 and todo:
         import multiprocessing
 
         with multiprocessing.get_context("spawn").Pool(jobs, _share, (sets,)) as pool:
-            done = pool.map(_fit_score, tasks, chunksize=1)
+            for t, (_, part) in zip(todo, pool.imap(_fit_score, todo, chunksize=1), strict=True):
+                keep(t, part)
     else:
         _share(sets)
         try:
-            done = [_fit_score(t) for t in tasks]
+            for t in todo:
+                keep(t, _fit_score(t)[1])
         finally:
             _share({})
     out: list[dict[str, list[np.ndarray]]] = [{} for _ in configs]
@@ -397,11 +428,15 @@ def _shipped(out: Path) -> tuple[tuple[Any, ...], int, dict[str, Any]] | None:
 
 
 def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, report: Path | None = None,
-        jobs: int = 1) -> int:
+        jobs: int = 1, fits_cache: Path | None = None, only: Sequence[str] | None = None) -> int:
     """Each of :data:`CANDIDATES` leave-one-set-out against the shipped model's own out-of-set ranks, scored
     with both label readings (the gate: :data:`GATE_LABELS`); fit the best passing one on every set and write
     it. ``check``: refit the shipped file's own grid point, features, sets and labels (no grid) and compare.
-    ``report``: a JSON file for every summary (per set, per direction, both readings); ``jobs``: fits at once."""
+    ``report``: a JSON file for every summary (per set, per direction, both readings); ``jobs``: fits at once;
+    ``fits_cache``: :func:`out_of_set_many`'s folder; ``only``: compare only these of :data:`CANDIDATES`."""
+    candidates = [c for c in CANDIDATES if only is None or c[0] in only]
+    if not candidates and not check:
+        raise InvalidConfig(f"no candidate named {only}: use names from {[c[0] for c in CANDIDATES]}")
     sets = load_sets(emb, locomo)
     if hasattr(emb, "save"):
         emb.save()  # --cache: the next run embeds nothing
@@ -416,11 +451,11 @@ def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, rep
         ref: dict[str, dict[str, list[int | None]]] | None = None
         dump: dict[str, Any] = {}
         p = GRID[0]
-        configs: list[Config] = [(width, p, None, LOCOMO_WEIGHT, labels) for _, width, labels in CANDIDATES]
+        configs: list[Config] = [(width, p, None, LOCOMO_WEIGHT, labels) for _, width, labels in candidates]
         if shipped:
             configs.insert(0, (shipped[1], shipped[0], shipped[2].get("fitted_on"),  # type: ignore[arg-type]
                                float(shipped[2].get("locomo_weight", 1.0)), str(shipped[2].get("labels", "evidence"))))
-        scores = out_of_set_many(sets, configs, jobs)
+        scores = out_of_set_many(sets, configs, jobs, fits_cache)
         if shipped:
             z = scores.pop(0)
             ref = {lab: ranks_of(view(sets, lab), z) for lab in ("evidence", "restatement")}
@@ -429,7 +464,7 @@ def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, rep
                 print(f"reference (the shipped configuration) vs the linear ranking, {lab} labels:", flush=True)
                 print_summary(res)
         results = []
-        for (name, width, labels), z in zip(CANDIDATES, scores, strict=True):
+        for (name, width, labels), z in zip(candidates, scores, strict=True):
             for lab in ("restatement", "evidence"):
                 v = view(sets, lab)
                 dump[f"{name}|{lab}"] = res = summary(v, ranks_of(v, z), ref[lab] if ref else None)

@@ -331,6 +331,10 @@ def main() -> None:
                     help="--stage rerank: refit and fail unless the shipped memory/rerank_model.json is reproduced")
     ap.add_argument("--jobs", type=int, default=1,
                     help="--stage rerank: leave-one-set-out fits run in this many processes (the same result)")
+    ap.add_argument("--fits-cache", type=Path, default=None,
+                    help="--stage rerank: a folder keeping each leave-one-set-out fit's scores (a rerun reuses them)")
+    ap.add_argument("--only", default=None,
+                    help="--stage rerank: compare only these candidates (comma-separated names from CANDIDATES)")
     ap.add_argument("--report", type=Path, default=None,
                     help="--stage rerank: write every out-of-set summary (per set and direction, both label readings) "
                     "to this JSON file")
@@ -352,7 +356,8 @@ def main() -> None:
         from memctl.tune_rerank import run
 
         raise SystemExit(run(emb, args.locomo, check=args.check, report=args.report,
-                             jobs=args.jobs))
+                             jobs=args.jobs, fits_cache=args.fits_cache,
+                             only=args.only.split(",") if args.only else None))
     base = ScoringSettings()
     ingests: dict[tuple[int, float], tuple[list[Any], list[Any]]] = {}
     Point = tuple[int, float, dict[str, float]]  # context turns, context_weight, scoring updates
