@@ -378,10 +378,10 @@ def summary(sets: dict[str, list[Query]], ranks: dict[str, list[int | None]],
     lo_new = [r for k in LOCOMO_TUNE for r in ranks[k]]
     lo_base = [q.base_rank for k in LOCOMO_TUNE for q in sets[k]]
     res["locomo"] = {"new": metrics(lo_new), "base": metrics(lo_base)}
-    res["zh_mean_mrr"] = {m: float(np.mean([res["set"][k][m]["MRR"] for k in ZH_DIRS])) for m in ("new", "base")}
+    res["zh_mean_mrr"] = {m: float(np.mean([res["set"][k][m]["MRR"] for k in ZH_DIRS if k in sets])) for m in ("new", "base")}
     # Gate: per zh/en direction, the mean over the zh/en sets of the MRR change.
     per_dir: dict[str, list[float]] = defaultdict(list)
-    for k in ZH_DIRS:
+    for k in (k for k in ZH_DIRS if k in sets):  # --check: the sets a file names
         cats = defaultdict(lambda: ([], []))
         for q, r in zip(sets[k], ranks[k], strict=True):
             cats[q.category][0].append(r)
