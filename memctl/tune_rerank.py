@@ -73,8 +73,9 @@ RESTATE_DICE = NEAR
 LABELS = ("evidence", "restatement", "masked")
 # The candidates compared (stop 30), each at GRID's point: (name, feature count, fitting labels). Stop 30, out of
 # set on the 16 sets, restatement labels, against the shipped 49-feature model (LoCoMo tuning MRR .648, zh/en mean
-# .761): b .644 / .762 (zh-zh -.012), c .640 / .765 (zh-zh -.013, zh->en -.010): neither passes the gate. With the
-# listed evidence: reference .645 / .756, b .639 / .732, c .636 / .741. The shipped file was kept.
+# .761): b .644 / .762 (zh-zh -.012), c .640 / .765 (zh-zh -.013, zh->en -.010), d .647 / .763 (zh-zh -.012): none
+# passes the gate. With the listed evidence: reference .645 / .756, b .639 / .732, c .636 / .741, d .642 / .746.
+# The shipped file was kept (49 minutes with --jobs 3 at load 8-10).
 CANDIDATES: tuple[tuple[str, int, str], ...] = (
     ("b49_restatement", WIDTH_49, "restatement"),
     ("c47_restatement_noecho", WIDTH_47, "restatement"),
