@@ -4,7 +4,7 @@
     python -m memctl.tune_retrieval --stage fusion [--cache /tmp/emb.pkl]
     python -m memctl.tune_retrieval --stage slot [--cache /tmp/emb.pkl]
     python -m memctl.tune_retrieval --stage loso [--cache /tmp/emb.pkl]
-    python -m memctl.tune_retrieval --stage rerank [--check] [--cache /tmp/emb.pkl]   (memctl.tune_rerank)
+    python -m memctl.tune_retrieval --stage rerank [--check] [--cache /tmp/emb.pkl] [--report r.json]   (memctl.tune_rerank)
 
 ``--stage fusion`` fits the fusion (language_fusion on/off, vector_weight, bm25_k) on three
 tuning sets and prints every point: the LoCoMo tuning half (R@10 + MRR), the zh/en set's tuning
@@ -329,6 +329,15 @@ def main() -> None:
                     "rerank: the learned reranker, leave-one-set-out (memctl.tune_rerank)")
     ap.add_argument("--check", action="store_true",
                     help="--stage rerank: refit and fail unless the shipped memory/rerank_model.json is reproduced")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="--stage rerank: leave-one-set-out fits run in this many processes (the same result)")
+    ap.add_argument("--fits-cache", type=Path, default=None,
+                    help="--stage rerank: a folder keeping each leave-one-set-out fit's scores (a rerun reuses them)")
+    ap.add_argument("--only", default=None,
+                    help="--stage rerank: compare only these candidates (comma-separated names from CANDIDATES)")
+    ap.add_argument("--report", type=Path, default=None,
+                    help="--stage rerank: write every out-of-set summary (per set and direction, both label readings) "
+                    "to this JSON file")
     args = ap.parse_args()
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.stage == "fusion":
@@ -346,7 +355,9 @@ def main() -> None:
     if args.stage == "rerank":
         from memctl.tune_rerank import run
 
-        raise SystemExit(run(emb, args.locomo, check=args.check))
+        raise SystemExit(run(emb, args.locomo, check=args.check, report=args.report,
+                             jobs=args.jobs, fits_cache=args.fits_cache,
+                             only=args.only.split(",") if args.only else None))
     base = ScoringSettings()
     ingests: dict[tuple[int, float], tuple[list[Any], list[Any]]] = {}
     Point = tuple[int, float, dict[str, float]]  # context turns, context_weight, scoring updates

@@ -7,15 +7,17 @@ On the fresh sets zh_en_10/11, whose authors list both the user's statement and 
 restatement as evidence, stop 29's reranker gains MRR only when the first evidence turn counts. The
 hypothesis: the fitting sets mostly label the statement alone, so the model learned to put the
 statement above its restatement. This script re-scores the out-of-set ranks of the fitting sets
-(LoCoMo tuning conv-26/30/41/42/43 and tests/data/zh_en ... zh_en_9; never the held-out sets) with
-"restatement-augmented" labels: the evidence plus the turn right after an evidence turn in the same
-session when their content-term Dice overlap (memory.rerank_supersede._slot_words) is >= .25.
+(memctl.tune_rerank's: LoCoMo tuning conv-26/30/41/42/43 and tests/data/zh_en ... zh_en_11 since stop 30,
+when zh_en_10/11 became fitting sets; never the held-out sets) with "restatement-augmented" labels: the
+evidence plus the turn right after an evidence turn in the same session when their content-term Dice
+overlap (memory.rerank_supersede._slot_words) is >= .25 (memctl.tune_rerank.restatements / augment,
+which the reranker is fitted on since stop 30).
 
 Models (memctl.tune_rerank's fit / narrow, each set ranked by a model fitted without it; models are
 fitted on the ORIGINAL labels, as shipped, and only the scoring labels change):
   a  stop 28's configuration: 38 features, fitted on its 11 sets (a set it never saw: all 11);
-  b  stop 29's shipped configuration: 49 features, 14 sets;
-  c  the 47-feature prefix of b (no echo_prev / echo_next), 14 sets.
+  b  stop 29's shipped configuration: 49 features, its 14 sets (zh_en_10/11: all 14);
+  c  the 47-feature prefix of b (no echo_prev / echo_next), the same 14 sets.
 ``--quick``: hold out only the zh/en sets and conv-26 / conv-30 (every fit still uses all other sets).
 Nothing is written to memory/.
 """
@@ -40,11 +42,11 @@ from memctl.evaluation import load_dataset  # noqa: E402
 from memory import scoring  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
 from memory.rerank import FEATURES, candidate_features  # noqa: E402
-from memory.rerank_supersede import NEAR, _slot_words  # noqa: E402
 from memory.settings import MemorySettings, ScoringSettings  # noqa: E402
 
 STOP28_SETS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43",
                "zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6")
+STOP29_SETS = (*STOP28_SETS, "zh_en_7", "zh_en_8", "zh_en_9")
 QUICK_HELD = ("conv-26", "conv-30") + tr.ZH_NAMES
 WIDTH_38 = len(FEATURES) - len(tr.CONTEXT_FEATURES) - 11  # stop 27/28's 38
 WIDTH_49 = len(FEATURES) - len(tr.CONTEXT_FEATURES)
@@ -52,30 +54,12 @@ WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next (the last two supersede
 assert FEATURES[WIDTH_47:WIDTH_49] == ("echo_prev", "echo_next"), FEATURES[WIDTH_47:WIDTH_49]
 
 
-def dice(a: str, b: str) -> float:
-    wa, wb = _slot_words(a), _slot_words(b)
-    if not len(wa) + len(wb):
-        return 0.0
-    return 2.0 * len(np.intersect1d(wa, wb)) / (len(wa) + len(wb))
-
-
 def augment(data: Path, convs: tuple[str, ...] | None) -> dict[tuple[str, str], frozenset[str]]:
-    """(conversation, question text) -> evidence plus qualifying next turns; also counts the gain."""
+    """(conversation, question id) -> evidence plus restating next turns (memctl.tune_rerank.augment)."""
     turns, questions = load_dataset(data)
-    nxt: dict[tuple[str, str], str | None] = {}
-    for conv, ts in turns.items():
-        for j, t in enumerate(ts):
-            ok = (j + 1 < len(ts) and ts[j + 1].session_date == t.session_date
-                  and ts[j + 1].dia_id.split(":")[0] == t.dia_id.split(":")[0]
-                  and dice(t.content, ts[j + 1].content) >= NEAR)
-            nxt[(conv, t.dia_id)] = ts[j + 1].dia_id if ok else None
-    out = {}
-    for q in questions:
-        if convs is not None and q.conversation_id not in convs:
-            continue
-        extra = {n for e in q.evidence if (n := nxt.get((q.conversation_id, e)))}
-        out[(q.conversation_id, q.question_id)] = frozenset(q.evidence) | extra
-    return out
+    restated = {conv: tr.restatements(ts) for conv, ts in turns.items()}
+    return {(q.conversation_id, q.question_id): tr.augment(q.evidence, restated[q.conversation_id])
+            for q in questions if convs is None or q.conversation_id in convs}
 
 
 def load(emb: Any, locomo: Path) -> dict[str, list[dict[str, Any]]]:
@@ -205,9 +189,9 @@ def main() -> int:
     held = QUICK_HELD if args.quick else tuple(sets)
     queries = as_queries(sets)
     cache: dict[Any, Any] = {}
-    configs = [("a38_stop28", WIDTH_38, STOP28_SETS), ("b49_stop29", WIDTH_49, None)]
+    configs = [("a38_stop28", WIDTH_38, STOP28_SETS), ("b49_stop29", WIDTH_49, STOP29_SETS)]
     if not args.no_prefix47:
-        configs.append(("c47_noecho", WIDTH_47, None))
+        configs.append(("c47_noecho", WIDTH_47, STOP29_SETS))
     scores = {}
     for name, width, train_on in configs:
         print(f"config {name} ({width} features)", flush=True)
