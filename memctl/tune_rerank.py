@@ -431,6 +431,16 @@ def _shipped(out: Path) -> tuple[tuple[Any, ...], int, dict[str, Any]] | None:
         return None
 
 
+def model_text(clf: Any, info: dict[str, Any], width: int, x: np.ndarray) -> tuple[RerankModel, str]:
+    """The exported model and the text of its file, after checking that the exported evaluator predicts
+    what scikit-learn predicts on the fitting rows ``x`` (the labs that write a model use this too)."""
+    model = export(clf, info, width)
+    ref_z = clf._raw_predict(x)[:, 0]
+    got = model.log_odds(x)
+    assert np.allclose(ref_z, got, atol=1e-9), float(np.max(np.abs(ref_z - got)))
+    return model, json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
 def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, report: Path | None = None,
         jobs: int = 1, fits_cache: Path | None = None, only: Sequence[str] | None = None) -> int:
     """Each of :data:`CANDIDATES` leave-one-set-out against the shipped model's own out-of-set ranks, scored
@@ -496,13 +506,7 @@ def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, rep
     fitting = narrow({k: qs for k, qs in sets.items() if k in info.get("fitted_on", sets)}, width)
     clf = fit([q for qs in fitting.values() for q in qs], point,  # type: ignore[arg-type]
               float(info.get("locomo_weight", 1.0)), str(info.get("labels", "evidence")))
-    model = export(clf, info, width)
-    # The exported evaluator must predict what scikit-learn predicts.
-    x = np.vstack([q.x for qs in fitting.values() for q in qs])
-    ref_z = clf._raw_predict(x)[:, 0]
-    got = model.log_odds(x)
-    assert np.allclose(ref_z, got, atol=1e-9), float(np.max(np.abs(ref_z - got)))
-    text = json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    model, text = model_text(clf, info, width, np.vstack([q.x for qs in fitting.values() for q in qs]))
     if check:
         if out.read_text(encoding="utf-8") == text:
             print("check: the shipped model is reproduced exactly")

@@ -234,12 +234,7 @@ def write(on: dict[str, Any], res_info: dict[str, Any]) -> None:
     """Fit the shipped point on every set's switched-on candidates and write memory/rerank_model.json."""
     sets = on["sets"]
     clf = tr.fit([q for qs in sets.values() for q in qs], POINT)
-    model = tr.export(clf, res_info, 38)
-    x = np.vstack([q.x for qs in sets.values() for q in qs])
-    assert np.allclose(clf._raw_predict(x)[:, 0], model.log_odds(x), atol=1e-9)
-    import json
-
-    text = json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    model, text = tr.model_text(clf, res_info, 38, np.vstack([q.x for qs in sets.values() for q in qs]))
     tr.MODEL_FILE.write_text(text, encoding="utf-8")
     print(f"wrote {tr.MODEL_FILE} ({len(text)} bytes, {len(model.trees)} trees)")
 

@@ -367,7 +367,6 @@ def write(args: argparse.Namespace, mode: str, oos: dict[str, Any]) -> None:
     """Ship an arm: the adapter fitted on every set of :data:`SETS` (memory/query_adapter.json), then the reranker
     refitted as ``tune_retrieval --stage rerank --check`` will refit it -- tune_rerank's own fitting sets and
     candidates, with the switches in ``mode`` (the new defaults) -- written to memory/rerank_model.json."""
-    import json
 
     from memctl.tune_retrieval import DiskCachedEmbedder
     from memory.embeddings import get_embedder
@@ -391,10 +390,7 @@ def write(args: argparse.Namespace, mode: str, oos: dict[str, Any]) -> None:
                          "locomo_weight": tr.LOCOMO_WEIGHT, "scoring": {"query_adapter": MODE_VALUES[mode],
                                                                         "strip_speakers": MODE_VALUES[mode]},
                          "out_of_set_vs_switches_off": oos})
-    model = tr.export(clf, rinfo, WIDTH)
-    x = np.vstack([q.x for qs in sets.values() for q in qs])
-    assert np.allclose(clf._raw_predict(x)[:, 0], model.log_odds(x), atol=1e-9)
-    text = json.dumps(model.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    model, text = tr.model_text(clf, rinfo, WIDTH, np.vstack([q.x for qs in sets.values() for q in qs]))
     tr.MODEL_FILE.write_text(text, encoding="utf-8")
     print(f"wrote {tr.MODEL_FILE} ({len(text)} bytes, {len(model.trees)} trees)")
 
