@@ -33,6 +33,8 @@ The name ``MemoryLayerError`` is deliberate: ``MemoryError`` is a Python builtin
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class MemoryLayerError(Exception):
     """Base class of every error raised by this package."""
@@ -124,3 +126,11 @@ __all__ = [
     "StoreFull",
     "StoreReadOnly",
 ]
+
+
+def nearest(word: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The known name a misspelt one most likely meant, for a "did you mean" hint (None: no close one)."""
+    import difflib
+
+    got = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
+    return got[0] if got else None

@@ -27,16 +27,10 @@ import numpy as np
 
 from memory.errors import InvalidConfig
 from memory.query import _mentions
+from memory.scoring import has_han
 from memory.settings import SwitchMode
 
 ADAPTER_PATH = Path(__file__).with_name("query_adapter.json")
-# Han ideographs (CJK unified, extension A, compatibility): the ranges memory.cedict reads as Chinese.
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-def has_han(text: str) -> bool:
-    """True when the text contains a Han character (a Chinese or code-switched question)."""
-    return _HAN.search(text) is not None
 
 
 def switch_applies(mode: SwitchMode, query: str) -> bool:

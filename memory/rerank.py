@@ -41,7 +41,7 @@ from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
 from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, terms
 from memory.rerank_supersede import SUPERSEDE_FEATURES, supersede_matrix
-from memory.scoring import han_share
+from memory.scoring import han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
 
@@ -147,7 +147,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
         "keyword": num[:, 3], "bm25": raw_a, "bm25_rel": raw_a / best_k,
         "bm25_rank": np.where(raw_a > 0, _ranks(raw_a), n), "query_bonus": num[:, 4], "decay": num[:, 5],
         "recency": (st_a - old) / (new - old) if new > old else 1.0, "newest": st_a == new,
-        "q_han": qh, "m_han": mh_a, "visibility": qh * mh_a + (1.0 - qh) * (1.0 - mh_a),  # keyword_visibility
+        "q_han": qh, "m_han": mh_a, "visibility": keyword_visibility(qh, mh_a),
         "cover_turn": cover_t, "cover_context": cover_c, "cover_gain": cover_c - cover_t,
         "speaker_named": tc[:, 3], "named_any": float(bool(named)), "in_window": tc[:, 4],
         "has_window": float(plan.window is not None), "wants_time": float(plan.wants_time),

@@ -75,13 +75,6 @@ def asks_before(query: str) -> float:
     return float(bool(_BEFORE.search(query)))
 
 
-def supersede_features(head: Sequence[SearchHit], query: str, stamps: Sequence[float],
-                       before: Sequence[Sequence[int]] | None = None) -> list[tuple[float, ...]]:
-    """One row of :data:`SUPERSEDE_FEATURES` per head hit (``stamps``: their creation times, seconds;
-    ``before[i]``: the head indexes of the turns just before hit ``i``, from its retrieval context)."""
-    return [tuple(r) for r in supersede_matrix(head, query, stamps, before).tolist()]
-
-
 def _overlaps(words: Sequence[np.ndarray], lens: np.ndarray) -> np.ndarray:
     """``(n, n)`` counts of the slot words each two candidates share (exact integers, as floats).
 
@@ -109,8 +102,10 @@ def _overlaps(words: Sequence[np.ndarray], lens: np.ndarray) -> np.ndarray:
 
 def supersede_matrix(head: Sequence[SearchHit], query: str, stamps: Sequence[float],
                      before: Sequence[Sequence[int]] | None = None) -> np.ndarray:
-    """:func:`supersede_features` as an ``(n, len(SUPERSEDE_FEATURES))`` array (what
-    :func:`memory.rerank.candidate_features` writes into its own; no Python float per cell)."""
+    """One row of :data:`SUPERSEDE_FEATURES` per head hit, as an ``(n, len(SUPERSEDE_FEATURES))`` array
+    (what :func:`memory.rerank.candidate_features` writes into its own; no Python float per cell).
+    ``stamps``: the hits' creation times, seconds; ``before[i]``: the head indexes of the turns just
+    before hit ``i``, from its retrieval context."""
     n = len(head)
     out = np.empty((n, len(SUPERSEDE_FEATURES)))
     if not n:

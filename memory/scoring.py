@@ -48,6 +48,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from memory.records import MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
@@ -81,6 +82,11 @@ _SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
 _LATIN_WORD_WEIGHT = 1.5
 
 
+def has_han(text: str) -> bool:
+    """True when the text contains a Han character (a Chinese or code-switched question)."""
+    return _HAN.search(text) is not None
+
+
 @lru_cache(maxsize=65536)
 def han_share(text: str) -> float:
     """Share of a text's keyword material that is Han (Chinese), in [0, 1]; 0.5 when it has neither.
@@ -97,8 +103,9 @@ def han_share(text: str) -> float:
     return han / (han + latin) if han + latin else 0.5
 
 
-def keyword_visibility(query_han: float, memory_han: float) -> float:
-    """Chance that a query term and a memory term are in the same script (1: same, 0: disjoint)."""
+def keyword_visibility(query_han: float, memory_han: Any) -> Any:
+    """Chance that a query term and a memory term are in the same script (1: same, 0: disjoint);
+    ``memory_han`` may be one share or an array of them (the reranker's column)."""
     return query_han * memory_han + (1.0 - query_han) * (1.0 - memory_han)
 
 

@@ -11,7 +11,6 @@ Build settings once at the entry point (``MemorySettings.load()``) and pass them
 from __future__ import annotations
 
 import contextvars
-import difflib
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from memory.errors import InvalidConfig
+from memory.errors import InvalidConfig, nearest
 
 log = logging.getLogger(__name__)
 
@@ -409,8 +408,8 @@ def _warn_unknown_env() -> None:
         top = var.upper().split("__")[0]
         if not top.startswith("MEMORY_") or top in fields or top in _OTHER_ENV:
             continue
-        close = difflib.get_close_matches(top, sorted(fields | _OTHER_ENV), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        close = nearest(top, sorted(fields | _OTHER_ENV))
+        hint = f"; did you mean {close}?" if close else ""
         log.warning("%s is not a memory setting and is ignored%s (settings: configs/default.yaml)", var, hint)
 
 

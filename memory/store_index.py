@@ -24,7 +24,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory.embeddings import PACKAGED_DIMS, CachedEmbedder, Embedder, LangChainEmbedder, get_embedder
-from memory.errors import InvalidConfig, InvalidInput
+from memory.errors import InvalidConfig, InvalidInput, nearest
 from memory.settings import MemorySettings
 
 
@@ -157,10 +157,8 @@ TTL_KEYS = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_ex
 
 def unknown_key(what: str, key: object, known: Sequence[str]) -> InvalidConfig:
     """The error for a key LangGraph's config does not have (a typo would be silently ignored)."""
-    import difflib
-
-    near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    hint = f"did you mean {near[0]!r}? " if near else ""
+    near = nearest(str(key), known)
+    hint = f"did you mean {near!r}? " if near else ""
     return InvalidConfig(f"{what} has no key {key!r}; {hint}use {', '.join(known)}")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from memory.errors import InvalidInput
+from memory.errors import InvalidInput, nearest
 from memory.policy.identity import check_user_id, scope_label
 from memory.records import as_utc
 
@@ -32,11 +32,9 @@ class SupervisorContext:
 
     def __init__(self, user_id: str | None = None, now: datetime | str | None = None, **unknown: Any) -> None:
         if unknown:
-            import difflib
-
             key = next(iter(unknown))
-            near = difflib.get_close_matches(key, ("user_id", "now"), n=1, cutoff=0.5)
-            raise InvalidInput(f"context has no key {key!r}" + (f"; did you mean {near[0]!r}" if near else "")
+            near = nearest(key, ("user_id", "now"), cutoff=0.5)
+            raise InvalidInput(f"context has no key {key!r}" + (f"; did you mean {near!r}" if near else "")
                                + "; the Supervisor's context takes user_id and now")
         if now is not None and not isinstance(now, datetime):
             if not isinstance(now, str):

@@ -18,7 +18,7 @@ import pytest
 from memory.query import plan_query
 from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, SearchHit
 from memory.rerank import _OWN, _SUP, FEATURES, RerankModel, apply, candidate_features, default_model
-from memory.rerank_supersede import supersede_features
+from memory.rerank_supersede import supersede_matrix
 from tests.unit import rerank_reference as ref
 
 NOW = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
@@ -84,7 +84,8 @@ def test_supersede_rows_equal_the_reference_with_echoes():
     hits, _ = _hits(rng, 40)
     stamps = [h.record.created_at.timestamp() for h in hits]
     before = [[j for j in range(i) if rng.random() < .1] for i in range(len(hits))]
-    assert supersede_features(hits, "what was it before?", stamps, before) == \
+    rows = [tuple(r) for r in supersede_matrix(hits, "what was it before?", stamps, before).tolist()]
+    assert rows == \
         ref.supersede_rows(hits, "what was it before?", stamps, before)
 
 
