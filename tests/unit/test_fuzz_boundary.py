@@ -328,7 +328,14 @@ def test_fuzz_store_adapter(world: dict[str, Any], data: st.DataObject) -> None:
 
 
 def test_fuzz_left_a_sound_store(world: dict[str, Any]) -> None:
-    """Runs after the properties (file order): enough calls ran, and the file is sound."""
+    """Runs after the properties (file order): enough calls ran, and the file is sound.
+
+    Selected alone (``-k sound_store``) the properties have not run in this process: it runs them
+    itself first, so the check is the same either way (it used to fail alone, counting 0 calls)."""
+    for name, prop in (("service", test_fuzz_service), ("manager", test_fuzz_manager),
+                       ("store", test_fuzz_store_adapter)):
+        if not CALLS[name]:
+            prop(world)
     assert sum(CALLS.values()) >= 1000, CALLS
     # Not only rejected input: a fair share of the calls did real work on the store.
     assert all(OK[k] >= CALLS[k] // 10 for k in CALLS), (CALLS, OK)
