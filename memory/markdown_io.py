@@ -207,14 +207,14 @@ def check_bullets(bullets: Iterable[Bullet], max_chars: int) -> None:
     Raises:
         InvalidInput: naming the line of each bad bullet (the first five).
     """
-    from memory.service import _metadata, check_content_size, clean_content
+    from memory.service import check_content_size, clean_content, coerce_metadata
 
     problems: list[str] = []
     for b in bullets:
         try:
             check_content_size(b.content, max_chars)
             clean_content(b.content, max_chars)
-            _metadata({"type": b.type})
+            coerce_metadata({"type": b.type})
         except InvalidInput as exc:
             problems.append(f"line {b.line}: {exc}")
     if problems:

@@ -171,7 +171,13 @@ MAX_TAGS = 64  # per memory, checked on writes (rows stored before still read ba
 MAX_TAG_CHARS = 128
 
 
-def _metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMetadata:
+def coerce_metadata(metadata: MemoryMetadata | Mapping[str, Any] | None) -> MemoryMetadata:
+    """Caller metadata (a record, a dict or None) as a :class:`MemoryMetadata`, the way every write
+    path reads it (the Markdown import checks its bullets with it before writing anything).
+
+    Raises:
+        InvalidInput: metadata or its ``extra`` is not a dict, or a field has a bad value.
+    """
     if metadata is None:
         return MemoryMetadata()
     if isinstance(metadata, MemoryMetadata):
@@ -268,7 +274,7 @@ class MemoryService:
                 id=item.id or new_id(),
                 namespace=ns,
                 content=text,
-                metadata=_metadata(item.metadata),
+                metadata=coerce_metadata(item.metadata),
                 created_at=created,
                 updated_at=created,
                 expires_at=created + timedelta(days=ttl) if ttl is not None else None,
@@ -387,7 +393,7 @@ class MemoryService:
         old = self.get(id)
         now = _now(now)
         text = clean_content(content, self.settings.max_content_chars) if content is not None else old.content
-        meta = _metadata(metadata) if metadata is not None else old.metadata
+        meta = coerce_metadata(metadata) if metadata is not None else old.metadata
         new = old.model_copy(update={"content": text, "metadata": meta, "updated_at": now})
         vec = self.embed_records([new])
         self.backend.upsert([new], vec)

@@ -39,12 +39,12 @@ from memory.records import (
 from memory.service import (
     MemoryService,
     NewMemory,
-    _metadata,
     check_content_size,
     check_count,
     check_id,
     check_ids,
     clean_content,
+    coerce_metadata,
 )
 from memory.settings import MemorySettings
 
@@ -168,7 +168,7 @@ class MemoryManager(MergeOps):
         actor = actor or Actor()
         ns = parse_namespace(namespace)
         self.access.check(actor, "write", [ns], now=now)
-        meta = _metadata(metadata)
+        meta = coerce_metadata(metadata)
         if meta.type == "note" and ns[0] in MEMORY_TYPES:
             # Namespaces like user_profile/u1 name their type; use it when none was given.
             meta = meta.model_copy(update={"type": ns[0]})
