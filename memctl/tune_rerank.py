@@ -58,12 +58,9 @@ GRID: tuple[tuple[int, int, float, int], ...] = ((5, 300, 0.05, 40),)
 # Feature prefixes: stop 27's 38 and memory.rerank_supersede's 11. The listwise groups after them
 # (memory.rerank_context) moved the out-of-set LoCoMo tuning MRR by -.008 to +.001 and the zh/en mean
 # MRR by -.001 to +.001 in stop 28 (scripts/rerank_lab.py); no model reads them.
-WIDTH_49 = FEATURES.index("echo_next") + 1
-WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next
+WIDTH_49 = len(FEATURES) - len(CONTEXT_FEATURES)
+WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next, the superseded group's last two
 assert FEATURES[WIDTH_47:WIDTH_49] == ("echo_prev", "echo_next"), FEATURES[WIDTH_47:WIDTH_49]
-# Stop 31 (issue 16): plus the change-wording group (states_change ... older_gap), the superseded group's last four.
-WIDTH_53 = len(FEATURES) - len(CONTEXT_FEATURES)
-assert FEATURES[WIDTH_49:WIDTH_53] == ("states_change", "change_newer_gap", "change_newer_dice", "older_gap")
 # A restatement (issue 16): the turn right after an evidence turn in the same session whose content terms overlap
 # it by memory.rerank_supersede's near-duplicate Dice (.25). A user asking needs ANY turn stating the answer, but
 # most fitting sets list only the user's statement, so a model fitted on them learns to rank the assistant's
@@ -83,7 +80,6 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
     ("b49_restatement", WIDTH_49, "restatement"),
     ("c47_restatement_noecho", WIDTH_47, "restatement"),
     ("d49_masked", WIDTH_49, "masked"),
-    ("e53_change", WIDTH_53, "evidence"),
 )
 # The ship gate (stop 30, fixed before the run), out of set against the shipped model's own out-of-set ranks,
 # all scored with the restatement labels: the zh/en sets' mean MRR up by GATE_ZH, the LoCoMo tuning MRR down

@@ -134,7 +134,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = _OWN if width is not None and width <= _OWN else width if width is not None and width <= _SUP \
+    cols = _OWN if width is not None and width <= _OWN else _SUP if width is not None and width <= _SUP \
         else len(FEATURES)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
@@ -160,8 +160,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     for k, name in enumerate(FEATURES[:_OWN]):
         x[:, k] = own[name]
     if cols > _OWN:
-        k = min(cols, _SUP) - _OWN
-        x[:, _OWN:_OWN + k] = supersede_matrix(hits, q, stamps, before, k)
+        x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
         pool = hits if pool is None else pool
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]

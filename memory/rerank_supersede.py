@@ -18,14 +18,7 @@ features let the model learn when it matters, from what search already holds:
 * how much the candidate repeats the turns just before it, and how much the turns just after it
   repeat it (the same overlap, among candidates found through the retrieval context): an
   assistant's "noted: the price is now 320" restates the user's update in the same session and
-  often outranks it, while the question asks for what the user said;
-* whether the candidate words a change ("moved to", "no longer", "now", "改成", "换了", "调到", "离职",
-  :data:`_CHANGE`), and, read across the candidates, how close the best later change-worded one
-  scores to it and how alike they are, and how far the best older candidate scores above it. An
-  update often shares few terms with the statement it replaces (another language, another wording:
-  "Maria Lopez handles our entries" and "清关代理也换人了，Maria 离职了"), so the Dice features above
-  miss the pair; the wording of the update does not depend on the old statement's (issue 16, stop 31:
-  93% of the fitting sets' ``current`` evidence turns have it, 33% of all turns).
+  often outranks it, while the question asks for what the user said.
 
 Pairs are compared all at once (a term-incidence matrix product over term hashes cached per text,
 not a Python loop over pairs or strings).
@@ -44,7 +37,7 @@ from memory.rerank_context import ABSENT, terms
 
 SUPERSEDE_FEATURES: tuple[str, ...] = (
     "sup_dice", "sup_newer", "sup_older", "sub_dice", "sup_gap", "sup_vec_gap", "sup_age", "dup_recency",
-    "asks_before", "echo_prev", "echo_next", "states_change", "change_newer_gap", "change_newer_dice", "older_gap",
+    "asks_before", "echo_prev", "echo_next",
 )
 # Written this close together, two statements carry no order (one session, one import); as memory.query.SLOT_MIN_GAP.
 MIN_GAP = 3600.0
@@ -59,27 +52,6 @@ _BEFORE = re.compile(
     r"|曾经|当时|那时|过去|以往|原本|本来|原定|早先|起先|最开始|刚开始|开始时|改之前|换之前",
     re.I,
 )
-
-_CHANGE_AT = SUPERSEDE_FEATURES.index("states_change")
-# Update wording, English and Chinese (general change vocabulary, not a list of values): a statement that
-# replaces an earlier one mostly says so ("went up to", "from next week", "改成", "换人了", "不再").
-_CHANGE = re.compile(
-    r"\b(?:now|no longer|any ?more|instead|switch\w*|chang\w*|mov(?:e|ed|ing)|replac\w*|updat\w*"
-    r"|rais(?:e|ed|ing)|lower(?:ed|ing)|increas\w*|decreas\w*|cut|bump\w*|push(?:ed|ing)? back|revis\w*"
-    r"|renegotiat\w*|new|took over|takes? over|picks? up|left|gone|retir\w*|resign\w*|quit|going forward"
-    r"|after all|back to|goes back|went (?:up|down)|came down|reopen\w*|upgrad\w*|downgrad\w*|extend\w*"
-    r"|postpon\w*|delay\w*|reschedul\w*|shift\w*|from (?:next|this|now)|from .{1,30} to)\b"
-    r"|现在|目前|如今|改|换|调到|调成|调整|调了|上调|下调|提到|提高|降|涨|加到|减到|缩短|延长|顺延|推迟|提前|挪"
-    r"|不再|不用|取消|接手|接替|离职|辞职|退休|变|新|重新|定成|定为|搬|以后|今后|从.{1,12}起",
-    re.I,
-)
-
-
-@lru_cache(maxsize=65536)
-def states_change(text: str) -> float:
-    """1 when a memory words a change of value (:data:`_CHANGE`), its speaker prefix left out."""
-    m = _SPEAKER.match(text)
-    return float(bool(_CHANGE.search(text[m.end():] if m else text)))
 
 
 @lru_cache(maxsize=65536)
@@ -129,17 +101,15 @@ def _overlaps(words: Sequence[np.ndarray], lens: np.ndarray) -> np.ndarray:
 
 
 def supersede_matrix(head: Sequence[SearchHit], query: str, stamps: Sequence[float],
-                     before: Sequence[Sequence[int]] | None = None, width: int | None = None) -> np.ndarray:
+                     before: Sequence[Sequence[int]] | None = None) -> np.ndarray:
     """One row of :data:`SUPERSEDE_FEATURES` per head hit, as an ``(n, len(SUPERSEDE_FEATURES))`` array
     (what :func:`memory.rerank.candidate_features` writes into its own; no Python float per cell).
     ``stamps``: the hits' creation times, seconds; ``before[i]``: the head indexes of the turns just
-    before hit ``i``, from its retrieval context. ``width``: only the first ``width`` columns (a model
-    fitted on fewer; the change columns are then not computed)."""
+    before hit ``i``, from its retrieval context."""
     n = len(head)
-    width = len(SUPERSEDE_FEATURES) if width is None else min(width, len(SUPERSEDE_FEATURES))
     out = np.empty((n, len(SUPERSEDE_FEATURES)))
     if not n:
-        return out[:, :width]
+        return out
     words = [_slot_words(h.record.content) for h in head]
     lens = np.fromiter((len(w) for w in words), dtype=np.intp, count=n)
     prod = _overlaps(words, lens) if lens.sum() else np.zeros((n, n))
@@ -176,26 +146,4 @@ def supersede_matrix(head: Sequence[SearchHit], query: str, stamps: Sequence[flo
     out[:, 8] = asks_before(query)
     out[:, 9] = echo_prev
     out[:, 10] = echo_next
-    if width > _CHANGE_AT:
-        out[:, _CHANGE_AT:] = change_columns(head, scores, st, dice, later)
-    return out[:, :width]
-
-
-def change_columns(head: Sequence[SearchHit], scores: np.ndarray, st: np.ndarray, dice: np.ndarray,
-                   later: np.ndarray) -> np.ndarray:
-    """``states_change``, ``change_newer_gap`` (the best later change-worded candidate's fused score minus
-    this one's; ABSENT when none), ``change_newer_dice`` (the most alike later change-worded candidate's
-    Dice, 0 when none) and ``older_gap`` (the best candidate written at least MIN_GAP earlier, its score
-    minus this one's; ABSENT when none): the old statement sees its update, the update sees what outranks it."""
-    n = len(head)
-    out = np.empty((n, 4))
-    chg = np.fromiter((states_change(h.record.content) for h in head), dtype=float, count=n)
-    out[:, 0] = chg
-    newer_chg = later & (chg[None, :] > 0)
-    best_new = np.where(newer_chg, scores[None, :], -np.inf).max(axis=1)
-    out[:, 1] = np.where(newer_chg.any(axis=1), best_new - scores, ABSENT)
-    out[:, 2] = np.where(newer_chg, dice, 0.0).max(axis=1)
-    older = later.T
-    best_old = np.where(older, scores[None, :], -np.inf).max(axis=1)
-    out[:, 3] = np.where(older.any(axis=1), best_old - scores, ABSENT)
     return out

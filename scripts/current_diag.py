@@ -1,7 +1,10 @@
 """Issue 16 diagnosis: for the zh/en fitting sets' ``current`` questions, what ranks above the evidence?
 
     python scripts/current_diag.py load   # candidates of the fitting sets, cached (embeddings in --cache)
-    python scripts/current_diag.py diag   # per set: kinds of rank-1 misses, and whether the supersede reading fires
+    python scripts/current_diag.py diag [--show N]   # per set: kinds of rank-1 misses, does the supersede reading fire
+    python scripts/current_diag.py diag --all [--model m.json]   # MRR per set and category under a reranker file
+
+(a 53-feature model file, stop 31's change-wording features, loads only with commit ea0cc1b's memory/rerank*.py)
 
 Fitting sets only (tests/data/zh_en, zh_en_2 ... zh_en_13); never the LoCoMo held-out half or zh_en_14.
 Each question is ranked as search ranks it (fused score, question rules, shipped reranker).

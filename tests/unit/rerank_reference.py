@@ -13,7 +13,7 @@ from memory.query import QueryPlan, named_speakers
 from memory.records import SearchHit
 from memory.rerank import _OWN, _SUP, RerankModel, _content
 from memory.rerank_context import ABSENT, context_features, terms
-from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before, states_change
+from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before
 from memory.scoring import han_share, keyword_visibility
 
 
@@ -67,18 +67,7 @@ def supersede_rows(head: Sequence[SearchHit], query: str, stamps: Sequence[float
         np.divide(n_newer, n_near, out=np.full(n, -1.0), where=n_near > 0),
         np.full(n, asks_before(query)), echo_prev, echo_next,
     )
-    rows = list(zip(*(c.tolist() for c in cols), strict=True))
-    # Stop 31's change-wording columns, one candidate at a time.
-    chg = [states_change(h.record.content) for h in head]
-    out = []
-    for i in range(n):
-        newer = [k for k in range(n) if st[k] - st[i] >= MIN_GAP and chg[k] > 0]
-        older = [k for k in range(n) if st[i] - st[k] >= MIN_GAP]
-        out.append((*rows[i], chg[i],
-                    max(float(scores[k]) for k in newer) - float(scores[i]) if newer else ABSENT,
-                    max((float(dice[i, k]) for k in newer), default=0.0),
-                    max(float(scores[k]) for k in older) - float(scores[i]) if older else ABSENT))
-    return out
+    return list(zip(*(c.tolist() for c in cols), strict=True))
 
 
 def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float | None],
@@ -144,9 +133,7 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
             prev_gap[i], next_gap[i], *sup[i], *extra[i],
         ))
-    x = np.array(rows, dtype=float)
-    # A width inside the superseded group: only its first columns (stop 31's change columns come last).
-    return x[:, :width] if width is not None and _OWN < width < _SUP else x
+    return np.array(rows, dtype=float)
 
 
 def log_odds(model: RerankModel, x: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ def test_features_log_odds_and_order_equal_the_row_by_row_code(seed):
         hits, bm25 = _hits(rng, n)
         plan = plan_query(rng.choice(QUESTIONS), NOW)
         head = hits[:model.depth]
-        for width in (_OWN, FEATURES.index("echo_next") + 1, _SUP, None):
+        for width in (_OWN, _SUP, None):
             got, want = candidate_features(head, plan, bm25, hits, width), ref.features(head, plan, bm25, hits, width)
             assert got.shape == want.shape == (len(head), width or len(FEATURES))
             mismatch = [FEATURES[c] for c in range(got.shape[1]) if not np.array_equal(got[:, c], want[:, c])]

@@ -80,38 +80,3 @@ def test_a_model_reading_the_first_38_features_computes_no_superseded_ones():
     full = candidate_features(hits, plan, {})
     short = candidate_features(hits, plan, {}, width=FEATURES.index("sup_dice"))
     assert short.shape == (2, 38) and np.array_equal(short, full[:, :38])
-
-
-def test_an_update_in_another_language_is_seen_by_the_statement_it_replaces():
-    # Stop 31 (issue 16): the update shares one name with the English statement (Dice under NEAR), but it
-    # words a change, so the old statement reads how close it scores, and the update what outranks it.
-    old = "Chen Kaiwen: Maria Lopez at Harbor Gate Customs handles our entries."
-    new = "陈凯文: 美国清关代理也换人了, Maria 离职了, 现在是 Kenji Watanabe 接手。"
-    hits = [hit("old", old, 0.9, created=MARCH), hit("new", new, 0.7, created=APRIL),
-            hit("other", OTHER, 0.5, created=MARCH)]
-    x = candidate_features(hits, plan_query("Who takes care of our US customs entries?", NOW), {})
-    assert 0.0 < col(x, "sup_dice")[0] < 0.25 and col(x, "sup_newer")[0] == 0.0  # the term overlap misses the pair
-    assert list(col(x, "states_change")) == [0.0, 1.0, 0.0]
-    assert col(x, "change_newer_gap")[0] == pytest.approx(-0.2) and col(x, "change_newer_gap")[1] == ABSENT
-    assert col(x, "change_newer_gap")[2] == pytest.approx(0.2)
-    assert col(x, "change_newer_dice")[0] == pytest.approx(col(x, "sup_dice")[0])
-    assert list(col(x, "change_newer_dice")[1:]) == [0.0, 0.0]
-    # The best older candidate scores .2 above the update; nothing is older than the March turns.
-    assert col(x, "older_gap")[1] == pytest.approx(0.2) and list(col(x, "older_gap")[[0, 2]]) == [ABSENT, ABSENT]
-
-
-def test_change_wording_reads_the_text_not_the_speaker_prefix():
-    from memory.rerank_supersede import states_change
-
-    assert states_change("Ann: The ferry is 215 now.") == 1.0 and states_change("周岚: 值班工程师换成马磊") == 1.0
-    assert states_change("Ann: The ferry ticket is 198 yuan.") == 0.0
-    assert states_change("New Li: We close at nine.") == 0.0  # "New" is in the speaker's name only
-
-
-def test_a_model_reading_49_features_computes_no_change_columns():
-    hits = [hit("old", OLD, 0.9, created=MARCH), hit("new", NEW, 0.6, created=APRIL)]
-    plan = plan_query("How much is the deposit?", NOW)
-    full = candidate_features(hits, plan, {})
-    w = FEATURES.index("states_change")
-    short = candidate_features(hits, plan, {}, width=w)
-    assert short.shape == (2, w) and np.array_equal(short, full[:, :w])
