@@ -92,8 +92,9 @@ RESTATE_WEIGHT = 0.5
 # with the listed evidence): b and d as in stop 30 (d now c), c47 dropped (worse than b on both readings in
 # stop 30), and "half" between the two. Out of set, MRR restatement / evidence labels, LoCoMo tuning and zh/en
 # mean (13 sets): reference .650 / .639, .769 / .749; b .645 / .626, .769 / .736 (en-en -.010, zh-zh -.009;
-# evidence zh-zh -.026); c .652 / .641, .770 / .747 (worst direction zh-zh -.002). Neither passes (+.005 needed
-# on the zh/en mean); the shipped file was kept.
+# evidence zh-zh -.026); c .652 / .641, .770 / .747 (worst direction zh-zh -.002); d .646 / .633, .766 / .736
+# (en->zh, en-en, zh-zh -.006). None passes (+.005 needed on the zh/en mean); the shipped file was kept (66 min
+# for the reference, b and c with --jobs 2 at load 6-11, 16 min for d).
 CANDIDATES: tuple[tuple[str, int, str], ...] = (
     ("b49_restatement", WIDTH_49, "restatement"),
     ("c49_masked", WIDTH_49, "masked"),
