@@ -72,3 +72,18 @@ def test_narrow_keeps_a_prefix_of_the_features():
     sets = narrow(_sets(), 38)
     q = sets["conv-26"][0]
     assert q.x.shape == (2, 38) and q.x[1, 0] == len(FEATURES)
+
+
+def test_secondary_gate_bounds_the_listed_evidence_loss():
+    from memctl.tune_rerank import GATE_EVIDENCE_DROP, secondary_gate
+
+    # 100 questions per zh/en set, all at rank 2 under the reference (listed evidence).
+    sets = {k: [Query(k, "single-hop", np.zeros((2, 3)), np.array([0.0, 1.0]), 2)] for k in LOCOMO_TUNE}
+    sets.update({k: [Query(k, "en-en", np.zeros((3, 3)), np.array([0.0, 1.0, 0.0]), 2) for _ in range(100)]
+                 for k in ZH_DIRS})
+    ref = {k: [2] * len(qs) for k, qs in sets.items()}
+    # One question per set falls from 2 to 3 (-.0017 MRR): allowed; four fall (-.0067): not.
+    one = {k: ([3] + [2] * 99 if k in ZH_DIRS else [2]) for k in sets}
+    four = {k: ([3] * 4 + [2] * 96 if k in ZH_DIRS else [2]) for k in sets}
+    assert GATE_EVIDENCE_DROP == 0.005
+    assert secondary_gate(summary(sets, one, ref)) and not secondary_gate(summary(sets, four, ref))

@@ -9,7 +9,8 @@ import pytest
 
 from memctl.evaluation import Turn
 from memctl.tune_rerank import (
-    Query, augment, dice, fit, fit_rows, narrow, out_of_set_many, ranks_of, restatements, view,
+    RESTATE_DICE, RESTATE_WEIGHT, Query, _train_arrays, augment, dice, fit, fit_rows, narrow, out_of_set_many,
+    ranks_of, restatements, view,
 )
 from memory.errors import InvalidConfig
 
@@ -22,7 +23,7 @@ def _turns() -> list[Turn]:
         Turn("c", "D1:1", D1, "Mia: our butter comes from the Deyang oil plant, Luo Jianguo handles the orders"),
         Turn("c", "D1:2", D1, "assistant: noted: butter supplier is the Deyang oil plant, contact Luo Jianguo"),
         Turn("c", "D1:3", D1, "Mia: can you also draft an email to Liam about the wagyu paperwork?"),
-        Turn("c", "D1:4", D1, "assistant: sure, here is a short draft for the customs broker"),
+        Turn("c", "D1:4", D1, "assistant: sure, here is a short note for the customs broker"),
         # The next session opens with the same words: not a restatement (another session).
         Turn("c", "D2:1", D2, "Mia: draft an email to Liam about the wagyu paperwork again"),
     ]
@@ -30,7 +31,7 @@ def _turns() -> list[Turn]:
 
 def test_the_next_turn_of_the_same_session_restates_when_its_content_terms_overlap():
     ts = _turns()
-    assert dice(ts[0].content, ts[1].content) >= 0.25 > dice(ts[2].content, ts[3].content)
+    assert dice(ts[0].content, ts[1].content) >= RESTATE_DICE > dice(ts[2].content, ts[3].content)
     assert dice(ts[2].content, ts[4].content) >= 0.25  # alike, but D2 is another session
     assert restatements(ts) == {"D1:1": "D1:2"}
     assert restatements(ts, threshold=0.0) == {"D1:1": "D1:2", "D1:2": "D1:3", "D1:3": "D1:4"}
@@ -61,6 +62,17 @@ def test_fit_rows_per_label_reading():
     assert y.tolist() == [0, 1, 0] and x[:, 0].tolist() == [0, 3, 9]
     with pytest.raises(InvalidConfig, match="restatement"):
         fit_rows(q, "augmented")
+
+
+def test_half_labels_weigh_a_restatement_below_the_listed_turn():
+    q = _query()
+    _, y, w = _train_arrays([q], labels="half")
+    assert y.tolist() == [0, 1, 1, 0]
+    # The positives' half (.5) split 1 : RESTATE_WEIGHT between the listed turn and its restatement.
+    assert np.isclose(w[1] + w[2], 0.5) and np.isclose(w[2] / w[1], RESTATE_WEIGHT) and 0 < RESTATE_WEIGHT < 1
+    assert np.isclose(w[0], 0.25) and np.isclose(w[3], 0.25)
+    _, _, w_full = _train_arrays([q], labels="restatement")
+    assert np.isclose(w_full[1], w_full[2])  # "restatement": both positives weigh the same
 
 
 def test_view_scores_the_augmented_labels_and_the_ranks_follow():
