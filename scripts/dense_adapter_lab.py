@@ -356,7 +356,7 @@ def rerank_refit(locomo: Path, loco: list[Conv], zh: dict[str, list[Conv]], emb:
         groups[k] = zh[k]
     batches = {k: batch(v) for k, v in groups.items()}
     cfg, cw = ScoringSettings(), MemorySettings(path=":memory:").context_weight
-    width = len(FEATURES) - len(CONTEXT_FEATURES)
+    width = FEATURES.index(CONTEXT_FEATURES[0])
     res = {}
     for label in ("off", "adapter"):
         sets: dict[str, list[Any]] = {}

@@ -54,13 +54,15 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import memctl.tune_rerank as tr  # noqa: E402
 from memory.query_adapter import has_han  # noqa: E402
+from memory.rerank import VECTOR_FEATURES  # noqa: E402
 
 ZH16 = tuple(f"zh_en{'' if i == 1 else f'_{i}'}" for i in range(1, 12))
 ZH_PATHS = {k: ROOT / "tests" / "data" / k for k in ZH16}
 SETS = (*tr.LOCOMO_TUNE, *ZH16)
 SETTINGS = {"off": (False, False), "adapter": (True, False), "strip": (False, True), "both": (True, True)}
 RECIPE = {"kind": "diag", "lam": 1e-4, "steps": 200}  # the shipped adapter's (query_adapter.json)
-WIDTH = len(tr.FEATURES) - len(tr.CONTEXT_FEATURES)  # the shipped reranker's 49
+WIDTH = tr.WIDTH_49  # the shipped reranker's 49
+COLUMNS = [*range(WIDTH), *(tr.FEATURES.index(f) for f in VECTOR_FEATURES)]
 POINT = tr.GRID[0]
 
 
@@ -113,7 +115,8 @@ def fold_adapters(emb: Any, locomo: Path) -> dict[str, Any]:
     return out
 
 
-def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[str]) -> dict[str, Any]:
+def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[str],
+              raw_cos: dict[str, float] | None = None) -> dict[str, Any]:
     from memory import scoring
     from memory.query import RerankWeights, plan_query, rerank
     from memory.rerank import candidate_features
@@ -124,7 +127,10 @@ def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[
     hits = rerank(scoring.score_candidates(cands, now, cfg, q.question), plan, RerankWeights.from_scoring(cfg))
     ids = [h.record.metadata.extra.get("dia_id") for h in hits]
     ev = set(q.evidence)
-    x = candidate_features(hits[:tr.DEPTH], plan, {c.record.id: c.keyword_score for c in cands}, hits)[:, :WIDTH]
+    # The shipped reranker's 49 columns, then the switch group (memory.rerank.VECTOR_FEATURES, stop 31): arms
+    # named "<arm>+v" read all of them, the others the first WIDTH.
+    x = candidate_features(hits[:tr.DEPTH], plan, {c.record.id: c.keyword_score for c in cands}, hits,
+                           None, raw_cos)[:, COLUMNS]
 
     def base(lab: set[str] | frozenset[str]) -> int | None:
         return next((i for i, d in enumerate(ids, 1) if d in lab), None)
@@ -166,8 +172,9 @@ def load_set(name: str, data: Path, convs: Sequence[str] | None, emb: Any, adapt
                 for setting, (adapter, strip) in SETTINGS.items():
                     svc.settings = plain.model_copy(update={"scoring": plain.scoring.model_copy(
                         update={"query_adapter": adapter, "strip_speakers": strip})})
-                    _, cands = svc._candidates(q.question, ns, None, 50, now)
-                    row[setting] = featurise(name, q, now, cands, aug[(q.conversation_id, q.question_id)])
+                    vec, cands = svc._candidates(q.question, ns, None, 50, now)
+                    raw = svc._raw_cosines(q.question, vec, [c.record.id for c in cands])
+                    row[setting] = featurise(name, q, now, cands, aug[(q.conversation_id, q.question_id)], raw)
                 rows.append(row)
         finally:
             svc.settings = plain
@@ -234,10 +241,13 @@ def diag(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- leave one set out
 def arm_queries(sets: dict[str, list[dict]], arm: str) -> dict[str, list[tuple[tr.Query, dict]]]:
-    yes, no, rule = ARMS[arm]
+    """An arm's queries; "<arm>+v": the same candidates, the reranker also reads the switch group."""
+    base, width = (arm[:-2], len(COLUMNS)) if arm.endswith("+v") else (arm, WIDTH)
+    yes, no, rule = ARMS[base]
     out = {}
     for k, rows in sets.items():
-        out[k] = [(tr.Query(k, r["cat"], (f := r[yes if rule(r) else no])["x"], f["y"], f["base"]), f) for r in rows]
+        out[k] = [(tr.Query(k, r["cat"], (f := r[yes if rule(r) else no])["x"][:, :width], f["y"], f["base"]), f)
+                  for r in rows]
     return out
 
 
