@@ -10,8 +10,9 @@ leaves every later hit where it was.
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
 candidate). The later ones read a candidate against the others: whether a newer candidate states
-the same slot (:mod:`memory.rerank_supersede`), then its session, its neighbour turns, its rank
-among every candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
+the same slot (:mod:`memory.rerank_supersede`), then what a dense-channel switch did to its vector
+score (:data:`VECTOR_FEATURES`), then its session, its neighbour turns, its rank among every
+candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
 a model reads a prefix of :data:`FEATURES`, and features past it are not computed, so a model
 fitted without them costs nothing more. The model is plain JSON
 (``rerank_model.json``, exported from scikit-learn's ``HistGradientBoostingClassifier`` by
@@ -52,18 +53,19 @@ FEATURES: tuple[str, ...] = (
     "q_han", "m_han", "visibility", "cover_turn", "cover_context", "cover_gain", "speaker_named",
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
-) + SUPERSEDE_FEATURES + CONTEXT_FEATURES
-# What the dense-channel switches did (scoring.query_adapter / strip_speakers, issue 16): the cosine of the
+) + SUPERSEDE_FEATURES
+# What the dense-channel switches did (scoring.query_adapter / strip_speakers, issue 16, stop 31): the cosine of the
 # question's own, unadapted vector, its gap and rank, how far the switch moved the candidate's vector rank, and
 # whether a switch changed this question's vector. Without them a reranker sees only the switched cosine and cannot
-# tell a candidate the adapted vector alone found from one both vectors agree on. Last, so a model fitted without
-# them (the shipped one) never computes them.
+# tell a candidate the adapted vector alone found from one both vectors agree on. Right after the shipped model's 49
+# (the own and superseded groups), so a model can read those and these as a prefix without the context group; a
+# model fitted on fewer (the shipped one) never computes them.
 VECTOR_FEATURES: tuple[str, ...] = ("vector_raw", "vector_raw_gap", "vector_raw_rank", "vector_rank_shift", "adapted")
-FEATURES += VECTOR_FEATURES
-# The features computed here; then memory.rerank_supersede's; then memory.rerank_context's; then the switch group.
-_OWN = len(FEATURES) - len(VECTOR_FEATURES) - len(CONTEXT_FEATURES) - len(SUPERSEDE_FEATURES)
+FEATURES += VECTOR_FEATURES + CONTEXT_FEATURES
+# The features computed here; then memory.rerank_supersede's; then the switch group; then memory.rerank_context's.
+_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SUPERSEDE_FEATURES)
 _SUP = _OWN + len(SUPERSEDE_FEATURES)
-_CTX = _SUP + len(CONTEXT_FEATURES)
+_VEC = _SUP + len(VECTOR_FEATURES)
 
 
 @lru_cache(maxsize=65536)
@@ -144,7 +146,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _CTX, len(FEATURES)) if width <= c)
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _VEC, len(FEATURES)) if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
     cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
@@ -171,20 +173,19 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
+        x[:, _SUP:_VEC] = switch_features(vec, _ranks(vec), None if raw_cos is None else
+                                          np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
+    if cols > _VEC:
         pool = hits if pool is None else pool
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
-        x[:, _SUP:_CTX] = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
-    if cols > _CTX:
-        x[:, _CTX:] = switch_features(vec, _ranks(vec), None if raw_cos is None else
-                                      np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
+        x[:, _VEC:] = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
     return x
 
 
 def switch_features(vec: np.ndarray, vec_rank: np.ndarray, raw: np.ndarray | None) -> np.ndarray:
     """:data:`VECTOR_FEATURES` columns from the dense channel's cosines (``vec``, clipped at 0 as the breakdown's),
-    their ranks, and the unadapted question's clipped cosines (None: no switch changed the vector, so they are
-    ``vec``: a model fitted with these columns ranks a switched-off search as it would rank the same candidates
-    without them)."""
+    their ranks, and the unadapted question's clipped cosines (None: no switch changed the vector; the columns
+    repeat the dense channel's and ``adapted`` is 0)."""
     r = vec if raw is None else raw
     r_rank = vec_rank if raw is None else _ranks(r)
     return np.column_stack((r, r.max() - r, r_rank, r_rank - vec_rank, np.full(len(r), float(raw is not None))))
@@ -332,7 +333,7 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
     if len(head) < 2:
         return list(hits)
     width = len(model.features)
-    cos = raw_cos(head) if raw_cos is not None and width > _CTX else None
+    cos = raw_cos(head) if raw_cos is not None and width > _SUP else None
     z = model.log_odds(candidate_features(head, plan, bm25, hits, width, cos))
     order = sorted(range(len(head)), key=lambda i: (-z[i], i))
     slots = sorted((h.breakdown.score for h in head), reverse=True)

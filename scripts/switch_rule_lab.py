@@ -62,7 +62,8 @@ SETS = (*tr.LOCOMO_TUNE, *ZH16)
 SETTINGS = {"off": (False, False), "adapter": (True, False), "strip": (False, True), "both": (True, True)}
 RECIPE = {"kind": "diag", "lam": 1e-4, "steps": 200}  # the shipped adapter's (query_adapter.json)
 WIDTH = tr.WIDTH_49  # the shipped reranker's 49
-COLUMNS = [*range(WIDTH), *(tr.FEATURES.index(f) for f in VECTOR_FEATURES)]
+COLUMNS = [*range(WIDTH), *(tr.FEATURES.index(f) for f in VECTOR_FEATURES)]  # a prefix: the switch group is next
+assert COLUMNS == list(range(len(COLUMNS)))
 POINT = tr.GRID[0]
 
 

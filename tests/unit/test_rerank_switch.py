@@ -16,9 +16,11 @@ HITS = [hit("a", "Melanie: we went camping.", 0.9, vector=0.5), hit("b", "Caroli
         hit("c", "Caroline: it was lovely.", 0.2, vector=0.2)]
 
 
-def test_the_switch_group_is_last_and_not_read_by_the_shipped_model():
-    assert FEATURES[-len(VECTOR_FEATURES):] == VECTOR_FEATURES
-    assert not set(VECTOR_FEATURES) & set(default_model().features)
+def test_the_switch_group_follows_the_shipped_model_s_prefix_which_never_computes_it():
+    width = len(default_model().features)
+    assert FEATURES[width:width + len(VECTOR_FEATURES)] == VECTOR_FEATURES
+    x = candidate_features(HITS, plan_query("What did Caroline paint?", NOW), {}, width=width)
+    assert x.shape == (3, width)
 
 
 def test_without_a_switch_the_raw_columns_are_the_dense_channel_s_own():
