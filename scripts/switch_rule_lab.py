@@ -4,7 +4,7 @@
         --out /tmp/retr16/rows.pkl
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/switch_rule_lab.py diag --out /tmp/retr16/rows.pkl
     HF_HUB_OFFLINE=1 nice -n 5 .venv/bin/python scripts/switch_rule_lab.py loso --out /tmp/retr16/rows.pkl \
-        --arms off,both,latin [--held zh_en,conv-26,...]
+        --arms off,both,latin [--held zh_en,conv-26,...]   (stop 31: also both+v, latin+v, off+v)
 
 Fitting sets only (:data:`SETS`: LoCoMo tuning conv-26/30/41/42/43 and tests/data/zh_en ... zh_en_11); never the
 LoCoMo held-out half, zh_en_12 or zh_en_13.
@@ -30,6 +30,14 @@ Measured (stop 30, load 3-10, out of set, MRR change vs off, original / augmente
 +.005 / +.005, zh/en mean +.015 / +.011, mixed -.012 / -.014 (zh->en +.049); ``latin`` LoCoMo +.006 / +.006, zh/en
 mean +.006 / +.003, zh-zh -.007 / -.010, zh->en -.006. Both fail; nothing ships (README, stop 30). ``latency``:
 thread CPU a search 5.9 ms off, 7.4 on, 7.5 latin (LoCoMo conv-26/30, warm, alternated).
+
+Stop 31 (retr18): ``load`` also stores the switch group (``memory.rerank.VECTOR_FEATURES``: the unadapted question's
+cosine, its gap / rank, the rank shift, ``adapted``); an arm named ``<arm>+v`` fits its reranker on the 49 + those 5
+(a prefix of FEATURES). The first 49 columns, labels and linear ranks of all 10,964 (question, setting) rows equal stop
+30's, so the ``off`` / ``latin`` / ``both`` out-of-set scores are stop 30's fits. Out of set, MRR change vs off,
+original / augmented labels: ``both+v`` LoCoMo tuning +.004 / +.004 (both: +.005), zh/en mean +.013 / +.011, mixed
+-.007 / -.005 (both: -.012 / -.014), en->zh +.006 / -.001; ``latin+v`` LoCoMo +.003 / +.003, zh/en mean +.004 / +.003,
+zh-zh -.011 / -.007. The group halves the mixed loss but gives back LoCoMo MRR: every arm fails the gate again.
 """
 
 from __future__ import annotations
@@ -349,7 +357,17 @@ def latency(args: argparse.Namespace, modes: Sequence[str], rounds: int = 3) -> 
                                      created_at=ts[j].session_date) for j in range(len(ts)))
         plain = svc.settings
         cfgs = {m: plain.model_copy(update={"scoring": plain.scoring.model_copy(
-            update={"query_adapter": MODE_VALUES[m], "strip_speakers": MODE_VALUES[m]})}) for m in modes}
+            update={"query_adapter": MODE_VALUES[m.removesuffix("+v")], "strip_speakers": MODE_VALUES[m.removesuffix("+v")]})})
+                for m in modes}
+        # "<mode>+v": a reranker that also reads the switch group. Its cost: the shipped trees (the tree walk costs
+        # the same for any 300 depth-5 trees) over the 49 + switch prefix, so search fetches the stored vectors and
+        # computes the unadapted cosines and the group's columns.
+        import memory.rerank as rr
+
+        shipped = rr.default_model()
+        wide = rr.RerankModel(rr.FEATURES[:len(COLUMNS)], shipped.baseline, shipped.trees, shipped.depth, {})
+        models = {m: wide if m.endswith("+v") else shipped for m in modes}
+        real_default = rr.default_model
         times: dict[str, list[float]] = {m: [] for m in modes}
         cpu: dict[str, list[float]] = {m: [] for m in modes}  # CPU time: robust to other jobs on a busy host
         for r in range(rounds + 1):  # round 0 warms the caches (embeddings, adapter file, text features)
@@ -357,12 +375,14 @@ def latency(args: argparse.Namespace, modes: Sequence[str], rounds: int = 3) -> 
                 order = list(modes) if (i + r) % 2 == 0 else list(reversed(modes))
                 for m in order:
                     svc.settings = cfgs[m]
+                    rr.default_model = lambda m=m: models[m]  # type: ignore[assignment]  # what apply() reads
                     t0, c0 = time.perf_counter(), time.thread_time()
                     svc.search(q.question, _ns(q.conversation_id), top_k=10)
                     if r:
                         times[m].append((time.perf_counter() - t0) * 1000)
                         cpu[m].append((time.thread_time() - c0) * 1000)
         svc.settings = plain
+        rr.default_model = real_default  # type: ignore[assignment]
     emb.save()
     for m, t in times.items():
         a, c = np.array(t), np.array(cpu[m])
@@ -410,7 +430,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("stage", choices=("load", "diag", "loso", "report", "latency"))
     ap.add_argument("--write", default=None, help="report: ship this arm (both or latin) if it passes the gate")
-    ap.add_argument("--modes", default="off,on", help="latency: switch values to alternate (off, on, latin)")
+    ap.add_argument("--modes", default="off,on", help="latency: switch values to alternate (off, on, latin; "
+                    "'+v' after one: a reranker that also reads the switch group)")
     ap.add_argument("--locomo", type=Path, default=Path("/work/shared/data/locomo"))
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--out", type=Path, required=True, help="pickle of the featurised rows (load writes it)")
