@@ -38,6 +38,9 @@ cosine, its gap / rank, the rank shift, ``adapted``); an arm named ``<arm>+v`` f
 original / augmented labels: ``both+v`` LoCoMo tuning +.004 / +.004 (both: +.005), zh/en mean +.013 / +.011, mixed
 -.007 / -.005 (both: -.012 / -.014), en->zh +.006 / -.001; ``latin+v`` LoCoMo +.003 / +.003, zh/en mean +.004 / +.003,
 zh-zh -.011 / -.007. The group halves the mixed loss but gives back LoCoMo MRR: every arm fails the gate again.
+``off+v`` (switches off: the group repeats the vector columns, ``adapted`` 0) gives log-odds bit-identical to ``off``
+for all 2,741 questions. Thread CPU a search (conv-26/30, warm, alternated): off 6.2 ms, on 8.1, on+v 8.7, latin 7.9,
+latin+v 8.7.
 """
 
 from __future__ import annotations
