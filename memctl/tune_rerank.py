@@ -40,8 +40,7 @@ from memctl.evaluation import Turn
 from memory import scoring
 from memory.query import RerankWeights, plan_query, rerank
 from memory.errors import InvalidConfig
-from memory.rerank import FEATURES, MODEL_FILE, RerankModel, candidate_features
-from memory.rerank_context import CONTEXT_FEATURES
+from memory.rerank import FEATURES, MODEL_FILE, VECTOR_FEATURES, RerankModel, candidate_features
 from memory.rerank_supersede import _slot_words
 from memory.settings import MemorySettings, ScoringSettings
 
@@ -59,7 +58,7 @@ GRID: tuple[tuple[int, int, float, int], ...] = ((5, 300, 0.05, 40),)
 # Feature prefixes: stop 27's 38 and memory.rerank_supersede's 11. The listwise groups after them
 # (memory.rerank_context) moved the out-of-set LoCoMo tuning MRR by -.008 to +.001 and the zh/en mean
 # MRR by -.001 to +.001 in stop 28 (scripts/rerank_lab.py); no model reads them.
-WIDTH_49 = len(FEATURES) - len(CONTEXT_FEATURES)
+WIDTH_49 = FEATURES.index(VECTOR_FEATURES[0])  # the own and superseded groups (the switch group follows them)
 WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next, the superseded group's last two
 assert FEATURES[WIDTH_47:WIDTH_49] == ("echo_prev", "echo_next"), FEATURES[WIDTH_47:WIDTH_49]
 # A restatement (issue 16): the turn right after an evidence turn in the same session whose content terms overlap

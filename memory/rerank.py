@@ -10,8 +10,9 @@ leaves every later hit where it was.
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
 candidate). The later ones read a candidate against the others: whether a newer candidate states
-the same slot (:mod:`memory.rerank_supersede`), then its session, its neighbour turns, its rank
-among every candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
+the same slot (:mod:`memory.rerank_supersede`), then what a dense-channel switch did to its vector
+score (:data:`VECTOR_FEATURES`), then its session, its neighbour turns, its rank among every
+candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
 a model reads a prefix of :data:`FEATURES`, and features past it are not computed, so a model
 fitted without them costs nothing more. The model is plain JSON
 (``rerank_model.json``, exported from scikit-learn's ``HistGradientBoostingClassifier`` by
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property, lru_cache
 from pathlib import Path
@@ -52,10 +53,19 @@ FEATURES: tuple[str, ...] = (
     "q_han", "m_han", "visibility", "cover_turn", "cover_context", "cover_gain", "speaker_named",
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
-) + SUPERSEDE_FEATURES + CONTEXT_FEATURES
-# The features computed here; then memory.rerank_supersede's; then memory.rerank_context's.
-_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(SUPERSEDE_FEATURES)
+) + SUPERSEDE_FEATURES
+# What the dense-channel switches did (scoring.query_adapter / strip_speakers, issue 16, stop 31): the cosine of the
+# question's own, unadapted vector, its gap and rank, how far the switch moved the candidate's vector rank, and
+# whether a switch changed this question's vector. Without them a reranker sees only the switched cosine and cannot
+# tell a candidate the adapted vector alone found from one both vectors agree on. Right after the shipped model's 49
+# (the own and superseded groups), so a model can read those and these as a prefix without the context group; a
+# model fitted on fewer (the shipped one) never computes them.
+VECTOR_FEATURES: tuple[str, ...] = ("vector_raw", "vector_raw_gap", "vector_raw_rank", "vector_rank_shift", "adapted")
+FEATURES += VECTOR_FEATURES + CONTEXT_FEATURES
+# The features computed here; then memory.rerank_supersede's; then the switch group; then memory.rerank_context's.
+_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SUPERSEDE_FEATURES)
 _SUP = _OWN + len(SUPERSEDE_FEATURES)
+_VEC = _SUP + len(VECTOR_FEATURES)
 
 
 @lru_cache(maxsize=65536)
@@ -73,12 +83,14 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                        bm25: Mapping[str, float | None], pool: Sequence[SearchHit] | None = None,
-                       width: int | None = None) -> np.ndarray:
+                       width: int | None = None, raw_cos: Mapping[str, float] | None = None) -> np.ndarray:
     """One row of :data:`FEATURES` per hit (hits in the order the fused score and rules gave).
 
     ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match);
     ``pool`` is every candidate in that order (``hits`` its head; default: ``hits`` alone). ``width``:
-    only the first ``width`` features are needed (a model fitted on fewer; the rest are not computed).
+    only the first ``width`` features are needed (a model fitted on fewer; the rest are not computed). ``raw_cos``
+    maps a record id to the cosine of the question's unadapted vector when a dense-channel switch changed the
+    question vector (:func:`raw_cosines`); None: it did not, the dense channel's cosine is that cosine.
 
     Built column by column with numpy (the same float operations, in the same order, as a row at a
     time): the Python loop is left with what only Python can read (texts, sets, metadata). A row of
@@ -134,8 +146,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = _OWN if width is not None and width <= _OWN else _SUP if width is not None and width <= _SUP \
-        else len(FEATURES)
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _VEC, len(FEATURES)) if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
     cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
@@ -162,10 +173,28 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
+        x[:, _SUP:_VEC] = switch_features(vec, _ranks(vec), None if raw_cos is None else
+                                          np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
+    if cols > _VEC:
         pool = hits if pool is None else pool
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
-        x[:, _SUP:] = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
+        x[:, _VEC:] = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
     return x
+
+
+def switch_features(vec: np.ndarray, vec_rank: np.ndarray, raw: np.ndarray | None) -> np.ndarray:
+    """:data:`VECTOR_FEATURES` columns from the dense channel's cosines (``vec``, clipped at 0 as the breakdown's),
+    their ranks, and the unadapted question's clipped cosines (None: no switch changed the vector; the columns
+    repeat the dense channel's and ``adapted`` is 0)."""
+    r = vec if raw is None else raw
+    r_rank = vec_rank if raw is None else _ranks(r)
+    return np.column_stack((r, r.max() - r, r_rank, r_rank - vec_rank, np.full(len(r), float(raw is not None))))
+
+
+def raw_cosines(vectors: np.ndarray, ids: Sequence[str], question: np.ndarray) -> dict[str, float]:
+    """Record id -> cosine of ``question`` (the unadapted, unit question vector) with its stored unit vector."""
+    return dict(zip(ids, (np.asarray(vectors, dtype=np.float32) @ np.asarray(question, dtype=np.float32)).tolist(),
+                    strict=True))
 
 
 @dataclass(frozen=True)
@@ -289,8 +318,12 @@ def default_model() -> RerankModel:
 
 
 def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float | None],
-          model: RerankModel | None = None) -> list[SearchHit]:
+          model: RerankModel | None = None,
+          raw_cos: Callable[[Sequence[SearchHit]], Mapping[str, float] | None] | None = None) -> list[SearchHit]:
     """Re-order the ``model.depth`` best hits by the model; later hits keep their place.
+
+    ``raw_cos``: given the head, the unadapted question's cosines (see :func:`candidate_features`), called only
+    when the model reads :data:`VECTOR_FEATURES` (a model fitted without them costs nothing more).
 
     The head keeps its own scores, highest first, in the new order (the difference goes into
     ``breakdown.query``), so scores stay monotone. Ties keep the earlier order (stable sort).
@@ -299,7 +332,9 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
     head, tail = list(hits[:model.depth]), list(hits[model.depth:])
     if len(head) < 2:
         return list(hits)
-    z = model.log_odds(candidate_features(head, plan, bm25, hits, len(model.features)))
+    width = len(model.features)
+    cos = raw_cos(head) if raw_cos is not None and width > _SUP else None
+    z = model.log_odds(candidate_features(head, plan, bm25, hits, width, cos))
     order = sorted(range(len(head)), key=lambda i: (-z[i], i))
     slots = sorted((h.breakdown.score for h in head), reverse=True)
     out = []

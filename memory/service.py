@@ -454,7 +454,8 @@ class MemoryService:
         if cfg.rerank:  # the learned reranker re-orders the best fused candidates (memory.rerank)
             from memory.rerank import apply as learned_rerank
 
-            hits = learned_rerank(hits, plan, {c.record.id: c.keyword_score for c in cands})
+            hits = learned_rerank(hits, plan, {c.record.id: c.keyword_score for c in cands},
+                                  raw_cos=lambda head: self._raw_cosines(query, vec, [h.record.id for h in head]))
         return scoring.select(hits, k, cfg.min_score if min_score is None else min_score,
                               cfg.min_sim if min_sim is None else min_sim)
 
@@ -477,6 +478,18 @@ class MemoryService:
                 cands = self.backend.query(MemoryQuery(namespaces=ns, vector=vec, text=query, filter=flt,
                                                        limit=limit, now=now))
         return vec, cands
+
+    def _raw_cosines(self, query: str, vec: np.ndarray, ids: Sequence[str]) -> dict[str, float] | None:
+        """Cosines of the question's own vector (no adapter, speakers kept) with the records ``ids``, when the dense
+        channel searched with another vector ``vec`` (a switch applied); None when it did not (the reranker then
+        reads the dense channel's cosines) or the backend cannot return stored vectors."""
+        raw = self._query_vector(query, False)  # the embedder's query cache: no second encoding
+        get_vectors = getattr(self.backend, "get_vectors", None)
+        if np.array_equal(raw, vec) or not callable(get_vectors) or not ids:
+            return None
+        from memory.rerank import raw_cosines
+
+        return raw_cosines(get_vectors(ids), ids, raw)
 
     def _query_vector(self, text: str, adapted: bool) -> np.ndarray:
         """The dense channel's question vector, through the learned query adapter when ``adapted``."""

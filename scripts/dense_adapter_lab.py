@@ -348,7 +348,7 @@ def rerank_refit(locomo: Path, loco: list[Conv], zh: dict[str, list[Conv]], emb:
     from memctl.tune_retrieval import candidates
     from memory.query_adapter import QueryAdapter
     from memory.rerank import FEATURES
-    from memory.rerank_context import CONTEXT_FEATURES
+    from memory.rerank import VECTOR_FEATURES
     from memory.settings import MemorySettings, ScoringSettings
 
     groups: dict[str, list[Conv]] = {cv.set_name: [cv] for cv in loco}
@@ -356,7 +356,7 @@ def rerank_refit(locomo: Path, loco: list[Conv], zh: dict[str, list[Conv]], emb:
         groups[k] = zh[k]
     batches = {k: batch(v) for k, v in groups.items()}
     cfg, cw = ScoringSettings(), MemorySettings(path=":memory:").context_weight
-    width = len(FEATURES) - len(CONTEXT_FEATURES)
+    width = FEATURES.index(VECTOR_FEATURES[0])
     res = {}
     for label in ("off", "adapter"):
         sets: dict[str, list[Any]] = {}

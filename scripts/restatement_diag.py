@@ -48,8 +48,8 @@ STOP28_SETS = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43",
                "zh_en", "zh_en_2", "zh_en_3", "zh_en_4", "zh_en_5", "zh_en_6")
 STOP29_SETS = (*STOP28_SETS, "zh_en_7", "zh_en_8", "zh_en_9")
 QUICK_HELD = ("conv-26", "conv-30") + tr.ZH_NAMES
-WIDTH_38 = len(FEATURES) - len(tr.CONTEXT_FEATURES) - 11  # stop 27/28's 38
-WIDTH_49 = len(FEATURES) - len(tr.CONTEXT_FEATURES)
+WIDTH_38 = tr.WIDTH_49 - 11  # stop 27/28's 38
+WIDTH_49 = tr.WIDTH_49
 WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next (the last two superseded features)
 assert FEATURES[WIDTH_47:WIDTH_49] == ("echo_prev", "echo_next"), FEATURES[WIDTH_47:WIDTH_49]
 

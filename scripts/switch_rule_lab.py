@@ -4,7 +4,7 @@
         --out /tmp/retr16/rows.pkl
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/switch_rule_lab.py diag --out /tmp/retr16/rows.pkl
     HF_HUB_OFFLINE=1 nice -n 5 .venv/bin/python scripts/switch_rule_lab.py loso --out /tmp/retr16/rows.pkl \
-        --arms off,both,latin [--held zh_en,conv-26,...]
+        --arms off,both,latin [--held zh_en,conv-26,...]   (stop 31: also both+v, latin+v, off+v)
 
 Fitting sets only (:data:`SETS`: LoCoMo tuning conv-26/30/41/42/43 and tests/data/zh_en ... zh_en_11); never the
 LoCoMo held-out half, zh_en_12 or zh_en_13.
@@ -30,6 +30,17 @@ Measured (stop 30, load 3-10, out of set, MRR change vs off, original / augmente
 +.005 / +.005, zh/en mean +.015 / +.011, mixed -.012 / -.014 (zh->en +.049); ``latin`` LoCoMo +.006 / +.006, zh/en
 mean +.006 / +.003, zh-zh -.007 / -.010, zh->en -.006. Both fail; nothing ships (README, stop 30). ``latency``:
 thread CPU a search 5.9 ms off, 7.4 on, 7.5 latin (LoCoMo conv-26/30, warm, alternated).
+
+Stop 31 (retr18): ``load`` also stores the switch group (``memory.rerank.VECTOR_FEATURES``: the unadapted question's
+cosine, its gap / rank, the rank shift, ``adapted``); an arm named ``<arm>+v`` fits its reranker on the 49 + those 5
+(a prefix of FEATURES). The first 49 columns, labels and linear ranks of all 10,964 (question, setting) rows equal stop
+30's, so the ``off`` / ``latin`` / ``both`` out-of-set scores are stop 30's fits. Out of set, MRR change vs off,
+original / augmented labels: ``both+v`` LoCoMo tuning +.004 / +.004 (both: +.005), zh/en mean +.013 / +.011, mixed
+-.007 / -.005 (both: -.012 / -.014), en->zh +.006 / -.001; ``latin+v`` LoCoMo +.003 / +.003, zh/en mean +.004 / +.003,
+zh-zh -.011 / -.007. The group halves the mixed loss but gives back LoCoMo MRR: every arm fails the gate again.
+``off+v`` (switches off: the group repeats the vector columns, ``adapted`` 0) gives log-odds bit-identical to ``off``
+for all 2,741 questions. Thread CPU a search (conv-26/30, warm, alternated): off 6.2 ms, on 8.1, on+v 8.7, latin 7.9,
+latin+v 8.7.
 """
 
 from __future__ import annotations
@@ -54,13 +65,16 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import memctl.tune_rerank as tr  # noqa: E402
 from memory.query_adapter import has_han  # noqa: E402
+from memory.rerank import VECTOR_FEATURES  # noqa: E402
 
 ZH16 = tuple(f"zh_en{'' if i == 1 else f'_{i}'}" for i in range(1, 12))
 ZH_PATHS = {k: ROOT / "tests" / "data" / k for k in ZH16}
 SETS = (*tr.LOCOMO_TUNE, *ZH16)
 SETTINGS = {"off": (False, False), "adapter": (True, False), "strip": (False, True), "both": (True, True)}
 RECIPE = {"kind": "diag", "lam": 1e-4, "steps": 200}  # the shipped adapter's (query_adapter.json)
-WIDTH = len(tr.FEATURES) - len(tr.CONTEXT_FEATURES)  # the shipped reranker's 49
+WIDTH = tr.WIDTH_49  # the shipped reranker's 49
+COLUMNS = [*range(WIDTH), *(tr.FEATURES.index(f) for f in VECTOR_FEATURES)]  # a prefix: the switch group is next
+assert COLUMNS == list(range(len(COLUMNS)))
 POINT = tr.GRID[0]
 
 
@@ -113,7 +127,8 @@ def fold_adapters(emb: Any, locomo: Path) -> dict[str, Any]:
     return out
 
 
-def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[str]) -> dict[str, Any]:
+def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[str],
+              raw_cos: dict[str, float] | None = None) -> dict[str, Any]:
     from memory import scoring
     from memory.query import RerankWeights, plan_query, rerank
     from memory.rerank import candidate_features
@@ -124,7 +139,10 @@ def featurise(set_name: str, q: Any, now: Any, cands: list[Any], aug: frozenset[
     hits = rerank(scoring.score_candidates(cands, now, cfg, q.question), plan, RerankWeights.from_scoring(cfg))
     ids = [h.record.metadata.extra.get("dia_id") for h in hits]
     ev = set(q.evidence)
-    x = candidate_features(hits[:tr.DEPTH], plan, {c.record.id: c.keyword_score for c in cands}, hits)[:, :WIDTH]
+    # The shipped reranker's 49 columns, then the switch group (memory.rerank.VECTOR_FEATURES, stop 31): arms
+    # named "<arm>+v" read all of them, the others the first WIDTH.
+    x = candidate_features(hits[:tr.DEPTH], plan, {c.record.id: c.keyword_score for c in cands}, hits,
+                           None, raw_cos)[:, COLUMNS]
 
     def base(lab: set[str] | frozenset[str]) -> int | None:
         return next((i for i, d in enumerate(ids, 1) if d in lab), None)
@@ -166,8 +184,9 @@ def load_set(name: str, data: Path, convs: Sequence[str] | None, emb: Any, adapt
                 for setting, (adapter, strip) in SETTINGS.items():
                     svc.settings = plain.model_copy(update={"scoring": plain.scoring.model_copy(
                         update={"query_adapter": adapter, "strip_speakers": strip})})
-                    _, cands = svc._candidates(q.question, ns, None, 50, now)
-                    row[setting] = featurise(name, q, now, cands, aug[(q.conversation_id, q.question_id)])
+                    vec, cands = svc._candidates(q.question, ns, None, 50, now)
+                    raw = svc._raw_cosines(q.question, vec, [c.record.id for c in cands])
+                    row[setting] = featurise(name, q, now, cands, aug[(q.conversation_id, q.question_id)], raw)
                 rows.append(row)
         finally:
             svc.settings = plain
@@ -234,10 +253,13 @@ def diag(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- leave one set out
 def arm_queries(sets: dict[str, list[dict]], arm: str) -> dict[str, list[tuple[tr.Query, dict]]]:
-    yes, no, rule = ARMS[arm]
+    """An arm's queries; "<arm>+v": the same candidates, the reranker also reads the switch group."""
+    base, width = (arm[:-2], len(COLUMNS)) if arm.endswith("+v") else (arm, WIDTH)
+    yes, no, rule = ARMS[base]
     out = {}
     for k, rows in sets.items():
-        out[k] = [(tr.Query(k, r["cat"], (f := r[yes if rule(r) else no])["x"], f["y"], f["base"]), f) for r in rows]
+        out[k] = [(tr.Query(k, r["cat"], (f := r[yes if rule(r) else no])["x"][:, :width], f["y"], f["base"]), f)
+                  for r in rows]
     return out
 
 
@@ -338,7 +360,17 @@ def latency(args: argparse.Namespace, modes: Sequence[str], rounds: int = 3) -> 
                                      created_at=ts[j].session_date) for j in range(len(ts)))
         plain = svc.settings
         cfgs = {m: plain.model_copy(update={"scoring": plain.scoring.model_copy(
-            update={"query_adapter": MODE_VALUES[m], "strip_speakers": MODE_VALUES[m]})}) for m in modes}
+            update={"query_adapter": MODE_VALUES[m.removesuffix("+v")], "strip_speakers": MODE_VALUES[m.removesuffix("+v")]})})
+                for m in modes}
+        # "<mode>+v": a reranker that also reads the switch group. Its cost: the shipped trees (the tree walk costs
+        # the same for any 300 depth-5 trees) over the 49 + switch prefix, so search fetches the stored vectors and
+        # computes the unadapted cosines and the group's columns.
+        import memory.rerank as rr
+
+        shipped = rr.default_model()
+        wide = rr.RerankModel(rr.FEATURES[:len(COLUMNS)], shipped.baseline, shipped.trees, shipped.depth, {})
+        models = {m: wide if m.endswith("+v") else shipped for m in modes}
+        real_default = rr.default_model
         times: dict[str, list[float]] = {m: [] for m in modes}
         cpu: dict[str, list[float]] = {m: [] for m in modes}  # CPU time: robust to other jobs on a busy host
         for r in range(rounds + 1):  # round 0 warms the caches (embeddings, adapter file, text features)
@@ -346,12 +378,14 @@ def latency(args: argparse.Namespace, modes: Sequence[str], rounds: int = 3) -> 
                 order = list(modes) if (i + r) % 2 == 0 else list(reversed(modes))
                 for m in order:
                     svc.settings = cfgs[m]
+                    rr.default_model = lambda m=m: models[m]  # type: ignore[assignment]  # what apply() reads
                     t0, c0 = time.perf_counter(), time.thread_time()
                     svc.search(q.question, _ns(q.conversation_id), top_k=10)
                     if r:
                         times[m].append((time.perf_counter() - t0) * 1000)
                         cpu[m].append((time.thread_time() - c0) * 1000)
         svc.settings = plain
+        rr.default_model = real_default  # type: ignore[assignment]
     emb.save()
     for m, t in times.items():
         a, c = np.array(t), np.array(cpu[m])
@@ -399,7 +433,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("stage", choices=("load", "diag", "loso", "report", "latency"))
     ap.add_argument("--write", default=None, help="report: ship this arm (both or latin) if it passes the gate")
-    ap.add_argument("--modes", default="off,on", help="latency: switch values to alternate (off, on, latin)")
+    ap.add_argument("--modes", default="off,on", help="latency: switch values to alternate (off, on, latin; "
+                    "'+v' after one: a reranker that also reads the switch group)")
     ap.add_argument("--locomo", type=Path, default=Path("/work/shared/data/locomo"))
     ap.add_argument("--cache", type=Path, default=None)
     ap.add_argument("--out", type=Path, required=True, help="pickle of the featurised rows (load writes it)")

@@ -7,11 +7,11 @@ import json
 import numpy as np
 
 import memctl.tune_rerank as tr
-from memory.rerank import FEATURES, RerankModel
+from memory.rerank import RerankModel
 
 
 def test_model_text_round_trips_to_the_same_log_odds(tmp_path):
-    width = len(FEATURES) - len(tr.CONTEXT_FEATURES)
+    width = tr.WIDTH_49
     rng = np.random.default_rng(0)
     queries = []
     for _ in range(40):
