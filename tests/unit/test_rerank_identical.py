@@ -115,3 +115,17 @@ def test_a_deeper_unbalanced_forest_walks_like_the_json_trees():
     x = candidate_features(hits, plan_query("ferry ticket now", NOW), bm25)
     for rows in (x, x[:1], x[:2]):
         assert np.array_equal(model.log_odds(rows), ref.log_odds(model, rows))
+
+
+def test_a_forest_of_single_leaves_and_one_row_walk_like_the_json_trees():
+    # Depth 0 (no split anywhere: the walk takes no step) and a single row: the index arithmetic's edges.
+    rng = random.Random(8)
+    hits, bm25 = _hits(rng, 12)
+    x = candidate_features(hits, plan_query("what pet", NOW), bm25)
+    leaves = RerankModel(FEATURES, -0.5, tuple(np.array([[-1, 0, 0, 0, v]], dtype=float) for v in (0.1, -0.3, 0.7)),
+                         50, {})
+    shipped = default_model()
+    for model in (leaves, shipped):
+        for rows in (x, x[:1]):
+            assert np.array_equal(model.log_odds(rows), ref.log_odds(model, rows))
+    assert np.array_equal(leaves.log_odds(x), np.full(len(x), -0.5 + (0.1 - 0.3 + 0.7)))

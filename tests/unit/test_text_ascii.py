@@ -54,3 +54,37 @@ def test_english_search_terms_compile_no_cjk_pattern() -> None:
 
 def test_count_tokens_unchanged() -> None:
     assert count_tokens("用户偏好柱状图 and bar charts") == 7 + 4
+
+
+def _keyword_terms_as_written_before(text: str) -> list[str]:
+    """keyword_terms before stop 31, the specification: the full tokenizer's terms (the ASCII fast path
+    finds the same, tests above), then each CJK run's unigrams from a second normalisation."""
+    from memory.text import _ZH_INDEX_STOP, _cjk
+
+    terms = _tokenize_any(unicodedata.normalize("NFKC", text).lower())
+    if text.isascii():
+        return terms
+    for match in _cjk().run.finditer(unicodedata.normalize("NFKC", text).lower()):
+        if len(run := match.group()) > 1:
+            terms.extend(c for c in run if c not in _ZH_INDEX_STOP)
+    return terms
+
+
+_MIXED = st.sampled_from([chr(c) for c in range(32, 127)] + list("ＡＢｃ１２＿＇\u00a0éß中文报表的了金额万元，。？ｱ한"))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(_MIXED, max_size=40))
+def test_keyword_terms_normalising_once_finds_the_same_terms(text: str) -> None:
+    assert keyword_terms(text) == _keyword_terms_as_written_before(text)
+
+
+def test_keyword_terms_of_the_zh_en_turns_are_unchanged() -> None:
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).parents[1] / "data"
+    texts = [json.loads(line)["text"] for s in ("zh_en", "zh_en_2")
+             for line in (data / s / "turns.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(texts) > 600 and any(not t.isascii() for t in texts) and any(t.isascii() for t in texts)
+    assert [keyword_terms(t) for t in texts] == [_keyword_terms_as_written_before(t) for t in texts]
