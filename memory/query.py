@@ -381,6 +381,10 @@ def _slot_terms(text: str) -> frozenset[str]:
     return frozenset(t for t in tokenize(read(text).masked) if len(t) > 1 and t not in _MASK_TERMS)
 
 
+def _term_dice(ta: frozenset[str], tb: frozenset[str]) -> float:
+    return 2 * len(ta & tb) / (len(ta) + len(tb)) if ta or tb else 0.0
+
+
 def same_slot(a: str, b: str) -> bool:
     """Do two memory texts state the same slot with different values (the write policy's reading)?
 
@@ -400,14 +404,16 @@ def same_slot(a: str, b: str) -> bool:
     if not changed_classes(ra.classes(), rb.classes()):
         return False
     ta, tb = _slot_terms(a), _slot_terms(b)
-    return bool(ta and tb) and 2 * len(ta & tb) / (len(ta) + len(tb)) >= SLOT_OVERLAP
+    return bool(ta and tb) and _term_dice(ta, tb) >= SLOT_OVERLAP
 
 
-def current_values(hits: Sequence[SearchHit]) -> dict[str, float]:
+def current_values(hits: Sequence[SearchHit], overlap: float = 0.0) -> dict[str, float]:
     """Head hits that are the newer statement of a slot another head hit states, with the lift each needs.
 
     The lift is how far the newer statement's score is below the best older statement of its
     slot (0 when it is already above), so adding it, capped, puts the current value first.
+    ``overlap``: also require the two statements' slot terms to overlap by this Dice (0: any pair
+    :func:`same_slot` reads as one slot; ``scripts/current_rule_lab.py`` measures stricter readings).
     """
     head = [h for h in hits[:SLOT_HEAD] if h.breakdown.sim > 0]
     if len(head) < 2:
@@ -418,7 +424,8 @@ def current_values(hits: Sequence[SearchHit]) -> dict[str, float]:
     for i, a in enumerate(head):
         for b in head[i + 1:]:
             if abs(a.record.created_at - b.record.created_at) >= SLOT_MIN_GAP \
-                    and same_slot(a.record.content, b.record.content):
+                    and same_slot(a.record.content, b.record.content) \
+                    and (overlap <= 0 or _term_dice(_slot_terms(a.record.content), _slot_terms(b.record.content)) >= overlap):
                 new, old = (a, b) if a.record.created_at > b.record.created_at else (b, a)
                 gap = max(0.0, old.breakdown.score - new.breakdown.score) + _SLOT_EPS
                 lift[new.record.id] = max(lift.get(new.record.id, 0.0), gap)

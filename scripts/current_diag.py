@@ -134,6 +134,17 @@ def diag(show: int, cache: Path, model: RerankModel | None = None) -> None:
     print("old-pairs", dict(tot))
 
 
+def add_set(name: str, rr: dict[str, list[float]], per: dict[str, list[float]]) -> None:
+    """Print one set's MRR overall and per category (``rr``: reciprocal ranks by category) and add
+    them to ``per`` (category -> one MRR per set; ``_set_mean`` the sets' overall MRR)."""
+    m = {c: sum(v) / len(v) for c, v in sorted(rr.items())}
+    for c, v in m.items():
+        per[c].append(v)
+    allq = [x for v in rr.values() for x in v]
+    per["_set_mean"].append(sum(allq) / len(allq))
+    print(name, f"all {sum(allq) / len(allq):.4f}", " ".join(f"{c} {v:.4f}" for c, v in m.items()), flush=True)
+
+
 def by_cat(model: RerankModel | None) -> None:
     """MRR (listed evidence) per set and category, and the per-category mean over the sets."""
     cands = pickle.loads(CANDS.read_bytes())
@@ -143,12 +154,7 @@ def by_cat(model: RerankModel | None) -> None:
         for q, _, hits in rank_all(cands[s], model):
             r = next((i for i, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in set(q.evidence)), None)
             rr[q.category].append(1 / r if r else 0.0)
-        m = {c: sum(v) / len(v) for c, v in sorted(rr.items())}
-        for c, v in m.items():
-            per[c].append(v)
-        allq = [x for v in rr.values() for x in v]
-        per["_set_mean"].append(sum(allq) / len(allq))
-        print(s, f"all {sum(allq) / len(allq):.4f}", " ".join(f"{c} {v:.4f}" for c, v in m.items()))
+        add_set(s, rr, per)
     print("mean over sets:", " ".join(f"{c} {sum(v) / len(v):.4f} (n {len(v)})" for c, v in sorted(per.items())))
 
 

@@ -23,7 +23,7 @@ from memory.query import RerankWeights, current_values, plan_query, rerank  # no
 from memory.records import ScoreBreakdown, SearchHit  # noqa: E402
 from memory.rerank import apply  # noqa: E402
 from memory.settings import ScoringSettings  # noqa: E402
-from current_diag import CANDS, SETS  # noqa: E402  (this folder is on sys.path)
+from current_diag import CANDS, SETS, add_set  # noqa: E402  (this folder is on sys.path)
 
 
 # Update wording, English and Chinese (general change vocabulary, not a list of values): a statement that
@@ -47,35 +47,12 @@ def states_change(text: str) -> float:
     return float(bool(_CHANGE.search(text[m.end():] if m else text)))
 
 
-def confident_values(hits: list[SearchHit], overlap: float) -> dict[str, float]:
-    """memory.query.current_values with a stricter slot-term overlap (same_slot's reading, Dice >= overlap)."""
-    from memory.query import _SLOT_EPS, SLOT_HEAD, SLOT_MIN_GAP, SLOT_RELEVANT, _slot_terms, same_slot
-
-    head = [h for h in hits[:SLOT_HEAD] if h.breakdown.sim > 0]
-    if len(head) < 2:
-        return {}
-    floor = SLOT_RELEVANT * max(h.breakdown.sim for h in head)
-    head = [h for h in head if h.breakdown.sim >= floor]
-    lift: dict[str, float] = {}
-    for i, a in enumerate(head):
-        for b in head[i + 1:]:
-            if abs(a.record.created_at - b.record.created_at) >= SLOT_MIN_GAP \
-                    and same_slot(a.record.content, b.record.content):
-                ta, tb = _slot_terms(a.record.content), _slot_terms(b.record.content)
-                if 2 * len(ta & tb) / (len(ta) + len(tb)) < overlap:
-                    continue
-                new, old = (a, b) if a.record.created_at > b.record.created_at else (b, a)
-                gap = max(0.0, old.breakdown.score - new.breakdown.score) + _SLOT_EPS
-                lift[new.record.id] = max(lift.get(new.record.id, 0.0), gap)
-    return lift
-
-
 OVERLAP: float | None = None  # argv[3]: the stricter overlap (None: current_values as shipped)
 
 
 def lifted(hits: list[SearchHit], cap: float, change_only: bool) -> list[SearchHit]:
     by_id = {h.record.id: h for h in hits}
-    found = current_values(hits) if OVERLAP is None else confident_values(hits, OVERLAP)
+    found = current_values(hits, OVERLAP or 0.0)
     lift = {i: min(cap, x) for i, x in found.items()
             if not change_only or states_change(by_id[i].record.content)}
     if not lift:
@@ -107,12 +84,7 @@ def main(arm: str) -> None:
             hits = apply(hits, plan, {c.record.id: c.keyword_score for c in cs})
             r = next((i for i, h in enumerate(hits, 1) if h.record.metadata.extra.get("dia_id") in set(q.evidence)), None)
             rr[q.category].append(1 / r if r else 0.0)
-        m = {c: sum(v) / len(v) for c, v in sorted(rr.items())}
-        for c, v in m.items():
-            per[c].append(v)
-        allq = [x for v in rr.values() for x in v]
-        per["_set_mean"].append(sum(allq) / len(allq))
-        print(s, f"all {sum(allq) / len(allq):.4f}", " ".join(f"{c} {v:.4f}" for c, v in m.items()), flush=True)
+        add_set(s, rr, per)
     print(arm, "mean over sets:", " ".join(f"{c} {sum(v) / len(v):.4f}" for c, v in sorted(per.items())))
 
 

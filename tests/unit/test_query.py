@@ -12,6 +12,7 @@ from memory.query import (
     QueryPlan,
     RerankWeights,
     asks,
+    current_values,
     merge_candidates,
     plan_query,
     rerank,
@@ -336,3 +337,14 @@ def test_newer_statement_of_the_same_slot_wins_now_questions():
     batch = [hit("a", "以后报表里的金额都用人民币万元为单位。", sim=0.60, created=datetime(2023, 3, 1, 9, 0, tzinfo=UTC)),
              hit("b", "以后报表金额改成人民币百万元。", sim=0.55, created=datetime(2023, 3, 1, 9, 5, tzinfo=UTC))]
     assert all(h.breakdown.query == 0.0 for h in rerank(batch, now_q, RerankWeights(current=0.0)))
+
+
+def test_current_values_overlap_keeps_only_pairs_whose_slot_terms_overlap_that_much():
+    units = [hit("old", "以后报表里的金额都用人民币万元为单位，保留两位小数。", sim=0.60, created=d(2023, 3, 1)),
+             hit("new", "以后报表金额改成人民币百万元，保留一位小数。", sim=0.53, created=d(2023, 5, 20))]
+    shipped = current_values(units)
+    assert set(shipped) == {"new"} and shipped["new"] == pytest.approx(0.07, abs=1e-3)
+    assert current_values(units, 0.0) == shipped  # 0: every pair same_slot reads as one slot
+    assert current_values(units, 0.01) == shipped  # the two share slot terms
+    assert current_values(units, 1.0) == {}  # but not all of them
+
