@@ -425,7 +425,8 @@ def current_values(hits: Sequence[SearchHit], overlap: float = 0.0) -> dict[str,
         for b in head[i + 1:]:
             if abs(a.record.created_at - b.record.created_at) >= SLOT_MIN_GAP \
                     and same_slot(a.record.content, b.record.content) \
-                    and (overlap <= 0 or _term_dice(_slot_terms(a.record.content), _slot_terms(b.record.content)) >= overlap):
+                    and (overlap <= 0 or _term_dice(_slot_terms(a.record.content),
+                                                    _slot_terms(b.record.content)) >= overlap):
                 new, old = (a, b) if a.record.created_at > b.record.created_at else (b, a)
                 gap = max(0.0, old.breakdown.score - new.breakdown.score) + _SLOT_EPS
                 lift[new.record.id] = max(lift.get(new.record.id, 0.0), gap)

@@ -173,7 +173,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        x[:, _SUP:_VEC] = switch_features(vec, _ranks(vec), None if raw_cos is None else
+        x[:, _SUP:_VEC] = switch_features(vec, own["vector_rank"], None if raw_cos is None else
                                           np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
     if cols > _VEC:
         pool = hits if pool is None else pool
