@@ -141,13 +141,17 @@ class ScopedMemory:
                 anchor = found[0]
                 t = anchor.updated_at
             else:
+                # Parse the form first, then the range: an ISO date the store cannot hold (0001-01-01) is not
+                # a malformed one, and each gets its own remedy (not a match on an exception's wording).
+                try:
+                    datetime.fromisoformat(str(date))
+                except ValueError:
+                    raise InvalidInput(f"date {_shown(str(date))} is not YYYY-MM-DD or an ISO timestamp") from None
                 try:
                     t = as_utc(str(date))
-                except ValueError as exc:
-                    if "out of range" in str(exc):  # a well-formed date the store cannot hold
-                        raise InvalidInput(f"date {_shown(str(date))} is out of range; use a date between year 1000 and "
-                                           "year 9900") from None
-                    raise InvalidInput(f"date {_shown(str(date))} is not YYYY-MM-DD or an ISO timestamp") from None
+                except InvalidInput:
+                    raise InvalidInput(f"date {_shown(str(date))} is out of range; use a date between year 1000 and "
+                                       "year 9900") from None
             older = self._around(nss, t, before, older=True, exclude=anchor)
             newer = self._around(nss, t, after, older=False, exclude=anchor)
             lines = [f"  {self._line(r, when='%Y-%m-%d %H:%M')}" for r in reversed(older)]
