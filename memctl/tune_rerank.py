@@ -106,6 +106,12 @@ RESTATE_WEIGHT = 0.5
 # for the reference, b and c with --jobs 2 at load 6-11, 16 min for d).
 # Stop 32 (19 sets: zh_en_14 joins): the same two fitting readings with the user -> assistant restatements at
 # Dice .05 (restates); d dropped (between b and c in stop 31, and CPU is shared).
+# Out of set (19 sets), MRR with these restatement labels / the listed evidence, LoCoMo tuning and zh/en mean
+# (14 sets), against the reference refitted on the same 19 sets with the listed evidence: reference .6407 /
+# .6407, .7699 / .7523; b .6388 / .6388, .7607 / .7316 (every direction down: zh->en -.013, zh-zh -.013, en-en
+# -.010; evidence zh-zh -.032); c .6356 / .6356 (LoCoMo -.005), .7682 / .7472 (en-en -.007; evidence -.0051, zh-zh
+# -.013). Neither passes the gate nor the secondary gate; the shipped file was kept (--jobs 1 at load 3.5-5.8:
+# 17 min for the reference's 19 fits, 32 min for b and c's 38).
 CANDIDATES: tuple[tuple[str, int, str], ...] = (
     ("b49_user", WIDTH_49, "restatement"),
     ("c49_user_masked", WIDTH_49, "masked"),
