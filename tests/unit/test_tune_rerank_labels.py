@@ -9,8 +9,8 @@ import pytest
 
 from memctl.evaluation import Turn
 from memctl.tune_rerank import (
-    RESTATE_DICE, RESTATE_WEIGHT, Query, _train_arrays, augment, dice, fit, fit_rows, narrow, out_of_set_many,
-    ranks_of, restatements, view,
+    RESTATE_DICE, RESTATE_WEIGHT, WIDTH_49, Query, _task_file, _train_arrays, augment, dice, fit, fit_rows, narrow,
+    out_of_set_many, ranks_of, restates, restatements, view,
 )
 from memory.errors import InvalidConfig
 
@@ -18,25 +18,59 @@ D1 = datetime(2025, 3, 3, 10, 15, tzinfo=UTC)
 D2 = datetime(2025, 3, 9, 9, 0, tzinfo=UTC)
 
 
+def _turn(dia_id: str, date: datetime, speaker: str, text: str) -> Turn:
+    return Turn("c", dia_id, date, f"{speaker}: {text}", speaker)
+
+
 def _turns() -> list[Turn]:
     return [
-        Turn("c", "D1:1", D1, "Mia: our butter comes from the Deyang oil plant, Luo Jianguo handles the orders"),
-        Turn("c", "D1:2", D1, "assistant: noted: butter supplier is the Deyang oil plant, contact Luo Jianguo"),
-        Turn("c", "D1:3", D1, "Mia: can you also draft an email to Liam about the wagyu paperwork?"),
-        Turn("c", "D1:4", D1, "assistant: sure, here is a short note for the customs broker"),
-        # The next session opens with the same words: not a restatement (another session).
-        Turn("c", "D2:1", D2, "Mia: draft an email to Liam about the wagyu paperwork again"),
+        _turn("D1:1", D1, "Mia", "our butter comes from the Deyang oil plant, Luo Jianguo handles the orders"),
+        _turn("D1:2", D1, "assistant", "noted: butter supplier is the Deyang oil plant, contact Luo Jianguo"),
+        # The assistant's turn followed by the user's reply about the same plant: not a restatement (an
+        # assistant's turn never starts one).
+        _turn("D1:3", D1, "Mia", "the Deyang plant also sells rapeseed oil, ask Luo Jianguo for a price"),
+        _turn("D1:4", D1, "assistant", "sure, here is a short note for the customs broker"),
+        # The next session opens with the same words as the assistant's last turn: another session.
+        _turn("D2:1", D2, "Mia", "sure, a short note for the customs broker again"),
+        _turn("D2:2", D2, "Liam", "the customs broker wants the note by Friday"),  # user after user: no
     ]
 
 
-def test_the_next_turn_of_the_same_session_restates_when_its_content_terms_overlap():
+def test_the_assistants_turn_right_after_a_users_turn_restates_it_when_their_content_terms_overlap():
     ts = _turns()
     assert dice(ts[0].content, ts[1].content) >= RESTATE_DICE > dice(ts[2].content, ts[3].content)
-    assert dice(ts[2].content, ts[4].content) >= 0.25  # alike, but D2 is another session
+    assert dice(ts[1].content, ts[2].content) >= RESTATE_DICE  # alike, but the assistant's turn comes first
+    assert dice(ts[3].content, ts[4].content) >= 0.25  # alike, but D2 is another session
+    assert dice(ts[4].content, ts[5].content) >= RESTATE_DICE  # alike, but both are users
     assert restatements(ts) == {"D1:1": "D1:2"}
-    assert restatements(ts, threshold=0.0) == {"D1:1": "D1:2", "D1:2": "D1:3", "D1:3": "D1:4"}
+    assert restatements(ts, threshold=0.0) == {"D1:1": "D1:2", "D1:3": "D1:4"}
+    assert not restates(ts[1], ts[2], threshold=0.0) and not restates(ts[4], ts[5], threshold=0.0)
+    # The speaker is read case-blind from the turn, not from the text's prefix.
+    assert restates(ts[0], Turn("c", "D1:2", D1, ts[1].content, "Assistant"))
+    assert not restates(ts[0], Turn("c", "D1:2", D1, ts[1].content, "Mia"))
     # The speaker prefix is not a content term: "Mia:" / "assistant:" alone overlap nothing.
     assert dice("Mia: ok", "Mia: fine") == 0.0
+
+
+def test_two_people_talking_have_no_restatements():
+    # LoCoMo: two people and no assistant, so no turn of theirs is labelled a restatement, however alike.
+    ts = [_turn("D1:1", D1, "Caroline", "I went to the LGBTQ support group yesterday"),
+          _turn("D1:2", D1, "Melanie", "the LGBTQ support group yesterday sounds great")]
+    assert dice(ts[0].content, ts[1].content) >= 0.25 and restatements(ts, threshold=0.0) == {}
+
+
+def test_a_cached_fit_names_the_restatement_rule_unless_it_reads_the_listed_evidence(monkeypatch, tmp_path):
+    import memctl.tune_rerank as tr
+
+    def name(labels: str) -> str:
+        return _task_file(tmp_path, (0, (WIDTH_49, (5, 300, 0.05, 40), None, 1.0, labels),
+                                     frozenset({"zh_en"}), ("zh_en_2",))).name
+
+    before = {lab: name(lab) for lab in ("evidence", "restatement", "masked")}
+    monkeypatch.setattr(tr, "RESTATE_DICE", tr.RESTATE_DICE + 0.1)
+    after = {lab: name(lab) for lab in before}
+    assert after["evidence"] == before["evidence"]
+    assert after["restatement"] != before["restatement"] and after["masked"] != before["masked"]
 
 
 def test_augment_adds_each_evidence_turns_restatement_only():
