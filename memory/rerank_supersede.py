@@ -47,8 +47,10 @@ SUPERSEDE_FEATURES: tuple[str, ...] = (
 # The cross-language "same slot, newer value" reading (stop 32, issue 16; scripts/slot_pair_lab.py): a later candidate
 # whose stored vector is at least SLOT_COS alike and whose values differ. Picked by F1 on the zh_en ... zh_en_9 pairs
 # (a `current` question's evidence vs the older turn ranked above it, cur19's "old"; negatives: the evidence vs any
-# later candidate): t .55 precision .42 / recall .69; zh_en_10 ... zh_en_14 (the check) .17 / .53. Pairs below
-# COS_FLOOR are not compared (the lab's recall at .3 and .4 is the same).
+# later candidate): t .55 precision .42 / recall .69; zh_en_10 ... zh_en_14 (the check) .17 / .53; cross-language
+# pairs 10 of 15 / 1 of 6. The contents' own vectors (not stored: the store's blend in .4 of the retrieval context)
+# read better: t .5 .56 / .67 fitting, .21 / .50 check; t .55 .70 / .51, .37 / .44. Pairs below COS_FLOOR are not
+# compared (the lab's recall at .3 and .4 is the same).
 SLOT_FEATURES: tuple[str, ...] = ("slot_cos", "slot_newer", "slot_older", "slot_gap")
 SLOT_COS = 0.55
 COS_FLOOR = 0.4

@@ -1,6 +1,6 @@
 """Issue 16 lab (stop 32): how well does the cross-language "same slot, newer value" reading find old/new pairs?
 
-    python scripts/slot_pair_lab.py [--cache /tmp/cur20_emb.pkl]
+    python scripts/slot_pair_lab.py [--cache /tmp/cur20_emb.pkl] [--context-weight W]
 
 Reading (:func:`memory.rerank_supersede.slot_pairs`): stored-vector cosine >= t, both state values and they differ,
 the newer one written at least an hour later. Labels, on the zh/en sets' ``current`` questions ranked as search
@@ -101,6 +101,9 @@ def report(name: str, rows: list[tuple[bool, float, bool, bool]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, default=Path("/tmp/cur20_emb.pkl"))
+    ap.add_argument("--context-weight", type=float, default=None,
+                    help="the vectors' context weight (default: the store's; 0: the contents' own vectors, which "
+                    "search does not hold)")
     a = ap.parse_args()
     from memory.embeddings import get_embedder
     settings = MemorySettings(path=":memory:")
@@ -109,7 +112,7 @@ def main() -> None:
     rows: dict[str, list] = defaultdict(list)
     for part, sets in (("fit", FIT), ("check", CHECK)):
         for s in sets:
-            got = pairs_of(s, cands[s], emb, settings.context_weight)
+            got = pairs_of(s, cands[s], emb, settings.context_weight if a.context_weight is None else a.context_weight)
             rows[part] += got
             print(s, sum(p for p, *_ in got), "positive", flush=True)
     for part in ("fit", "check"):
