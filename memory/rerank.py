@@ -10,7 +10,7 @@ leaves every later hit where it was.
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
 candidate). The later ones read a candidate against the others: whether a newer candidate states
-the same slot (:mod:`memory.rerank_supersede`), then what a dense-channel switch did to its vector
+the same slot (:mod:`memory.rerank_supersede`: by shared terms, then by stored vectors and values), then what a dense-channel switch did to its vector
 score (:data:`VECTOR_FEATURES`), then its session, its neighbour turns, its rank among every
 candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
 a model reads a prefix of :data:`FEATURES`, and features past it are not computed, so a model
@@ -41,7 +41,7 @@ from memory.errors import InvalidConfig
 from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
 from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, terms
-from memory.rerank_supersede import SUPERSEDE_FEATURES, supersede_matrix
+from memory.rerank_supersede import SLOT_FEATURES, SUPERSEDE_FEATURES, slot_matrix, supersede_matrix
 from memory.scoring import han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
@@ -54,6 +54,10 @@ FEATURES: tuple[str, ...] = (
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
 ) + SUPERSEDE_FEATURES
+# The cross-language same-slot reading over the candidates' stored vectors (memory.rerank_supersede.slot_matrix,
+# stop 32): right after the superseded group, so the 49-feature prefix is unchanged and a model fitted without
+# them fetches no vector.
+FEATURES += SLOT_FEATURES
 # What the dense-channel switches did (scoring.query_adapter / strip_speakers, issue 16, stop 31): the cosine of the
 # question's own, unadapted vector, its gap and rank, how far the switch moved the candidate's vector rank, and
 # whether a switch changed this question's vector. Without them a reranker sees only the switched cosine and cannot
@@ -62,10 +66,12 @@ FEATURES: tuple[str, ...] = (
 # model fitted on fewer (the shipped one) never computes them.
 VECTOR_FEATURES: tuple[str, ...] = ("vector_raw", "vector_raw_gap", "vector_raw_rank", "vector_rank_shift", "adapted")
 FEATURES += VECTOR_FEATURES + CONTEXT_FEATURES
-# The features computed here; then memory.rerank_supersede's; then the switch group; then memory.rerank_context's.
-_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SUPERSEDE_FEATURES)
+# The features computed here; then memory.rerank_supersede's two groups; then the switch group; then
+# memory.rerank_context's.
+_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SLOT_FEATURES) - len(SUPERSEDE_FEATURES)
 _SUP = _OWN + len(SUPERSEDE_FEATURES)
-_VEC = _SUP + len(VECTOR_FEATURES)
+_SLOT = _SUP + len(SLOT_FEATURES)
+_VEC = _SLOT + len(VECTOR_FEATURES)
 
 
 @lru_cache(maxsize=65536)
@@ -83,14 +89,16 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                        bm25: Mapping[str, float | None], pool: Sequence[SearchHit] | None = None,
-                       width: int | None = None, raw_cos: Mapping[str, float] | None = None) -> np.ndarray:
+                       width: int | None = None, raw_cos: Mapping[str, float] | None = None,
+                       vectors: np.ndarray | None = None) -> np.ndarray:
     """One row of :data:`FEATURES` per hit (hits in the order the fused score and rules gave).
 
     ``bm25`` maps a record id to the backend's raw keyword score (None or absent: no keyword match);
     ``pool`` is every candidate in that order (``hits`` its head; default: ``hits`` alone). ``width``:
     only the first ``width`` features are needed (a model fitted on fewer; the rest are not computed). ``raw_cos``
     maps a record id to the cosine of the question's unadapted vector when a dense-channel switch changed the
-    question vector (:func:`raw_cosines`); None: it did not, the dense channel's cosine is that cosine.
+    question vector (:func:`raw_cosines`); None: it did not, the dense channel's cosine is that cosine. ``vectors``: the
+    hits' stored unit vectors, row i for hit i (:data:`SLOT_FEATURES`; None: the backend has none to give).
 
     Built column by column with numpy (the same float operations, in the same order, as a row at a
     time): the Python loop is left with what only Python can read (texts, sets, metadata). A row of
@@ -146,7 +154,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _VEC, len(FEATURES)) if width <= c)
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SLOT, _VEC, len(FEATURES)) if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
     cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
@@ -173,7 +181,9 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        x[:, _SUP:_VEC] = switch_features(vec, own["vector_rank"], None if raw_cos is None else
+        x[:, _SUP:_SLOT] = slot_matrix(vectors, hits, stamps)
+    if cols > _SLOT:
+        x[:, _SLOT:_VEC] = switch_features(vec, own["vector_rank"], None if raw_cos is None else
                                           np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
     if cols > _VEC:
         pool = hits if pool is None else pool
@@ -330,11 +340,13 @@ def default_model() -> RerankModel:
 
 def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float | None],
           model: RerankModel | None = None,
-          raw_cos: Callable[[Sequence[SearchHit]], Mapping[str, float] | None] | None = None) -> list[SearchHit]:
+          raw_cos: Callable[[Sequence[SearchHit]], Mapping[str, float] | None] | None = None,
+          vectors: Callable[[Sequence[SearchHit]], np.ndarray | None] | None = None) -> list[SearchHit]:
     """Re-order the ``model.depth`` best hits by the model; later hits keep their place.
 
     ``raw_cos``: given the head, the unadapted question's cosines (see :func:`candidate_features`), called only
-    when the model reads :data:`VECTOR_FEATURES` (a model fitted without them costs nothing more).
+    when the model reads :data:`VECTOR_FEATURES` (a model fitted without them costs nothing more). ``vectors``: given
+    the head, its stored vectors (None: unavailable), called only when the model reads :data:`SLOT_FEATURES`.
 
     The head keeps its own scores, highest first, in the new order (the difference goes into
     ``breakdown.query``), so scores stay monotone. Ties keep the earlier order (stable sort).
@@ -344,8 +356,9 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
     if len(head) < 2:
         return list(hits)
     width = len(model.features)
-    cos = raw_cos(head) if raw_cos is not None and width > _SUP else None
-    z = model.log_odds(candidate_features(head, plan, bm25, hits, width, cos))
+    cos = raw_cos(head) if raw_cos is not None and width > _SLOT else None
+    vecs = vectors(head) if vectors is not None and width > _SUP else None
+    z = model.log_odds(candidate_features(head, plan, bm25, hits, width, cos, vecs))
     order = sorted(range(len(head)), key=lambda i: (-z[i], i))
     slots = sorted((h.breakdown.score for h in head), reverse=True)
     out = []

@@ -11,7 +11,7 @@ import numpy as np
 
 from memory.query import QueryPlan, named_speakers
 from memory.records import SearchHit
-from memory.rerank import _OWN, _SUP, RerankModel, _content
+from memory.rerank import _OWN, _SUP, _VEC, RerankModel, _content
 from memory.rerank_context import ABSENT, context_features, terms
 from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before
 from memory.scoring import han_share, keyword_visibility
@@ -106,9 +106,13 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
                 before[i].append(j)
     sup: list[tuple[float, ...]] = [()] * n
     extra: list[tuple[float, ...]] = [()] * n
+    # The same-slot group (stop 32) without stored vectors reads "no pair" (tests/unit/test_rerank_slot.py reads it
+    # with vectors); the switch group is not here (tests/unit/test_rerank_switch.py), so the context group is
+    # computed only for the full width.
+    slot: tuple[float, ...] = (-1.0, 0.0, 0.0, ABSENT) if width is None or width > _SUP else ()
     if width is None or width > _OWN:
         sup = supersede_rows(hits, q, stamps, before)
-    if width is None or width > _SUP:
+    if width is None or width > _VEC:
         pool = hits if pool is None else pool
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
         extra = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
@@ -131,7 +135,7 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
             float(plan.window is not None), float(plan.wants_time), st_time,
             float(plan.wants_current), float(plan.asks_past), asked, log_chars,
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
-            prev_gap[i], next_gap[i], *sup[i], *extra[i],
+            prev_gap[i], next_gap[i], *sup[i], *slot, *extra[i],
         ))
     return np.array(rows, dtype=float)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memory.query import plan_query
-from memory.rerank import FEATURES, VECTOR_FEATURES, RerankModel, apply, candidate_features, default_model
+from memory.rerank import _SLOT, FEATURES, VECTOR_FEATURES, RerankModel, apply, candidate_features, default_model
 from tests.unit.test_rerank import col, hit
 
 NOW = datetime(2023, 10, 22, 12, 0, tzinfo=UTC)
@@ -16,9 +16,9 @@ HITS = [hit("a", "Melanie: we went camping.", 0.9, vector=0.5), hit("b", "Caroli
         hit("c", "Caroline: it was lovely.", 0.2, vector=0.2)]
 
 
-def test_the_switch_group_follows_the_shipped_model_s_prefix_which_never_computes_it():
+def test_the_switch_group_follows_the_same_slot_group_and_the_shipped_prefix_never_computes_it():
     width = len(default_model().features)
-    assert FEATURES[width:width + len(VECTOR_FEATURES)] == VECTOR_FEATURES
+    assert width <= _SLOT and FEATURES[_SLOT:_SLOT + len(VECTOR_FEATURES)] == VECTOR_FEATURES
     x = candidate_features(HITS, plan_query("What did Caroline paint?", NOW), {}, width=width)
     assert x.shape == (3, width)
 
