@@ -253,9 +253,11 @@ def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespa
 
 
 def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namespace], top_k: int,
-            always_on: tuple[str, ...]) -> list[SearchHit]:
+            always_on: tuple[str, ...], unranked: tuple[str, ...] = ()) -> list[SearchHit]:
     """``always_on`` kinds in one search without a floor; every other namespace on its own (a
-    strong hit in one must not cut another's tail through the relative cut); merged by score."""
+    strong hit in one must not cut another's tail through the relative cut); merged by score.
+    ``unranked``: namespace kinds searched without the learned reranker (the others follow
+    ``scoring.rerank``)."""
     nss = list(namespaces)
     on = [n for n in nss if n[0] in always_on]
     hits: dict[str, SearchHit] = {}
@@ -265,8 +267,9 @@ def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namesp
             hits.setdefault(h.record.id, h)
     for ns in (n for n in nss if n[0] not in always_on):
         k = shared_top_k(ns, top_k)  # other agents' findings: the best few only (they are long)
-        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k: mm.recall(query, ns, top_k=k, actor=s.actor,
-                                                                               now=s.now), []):
+        ranked = False if ns[0] in unranked else None
+        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k, ranked=ranked: mm.recall(
+                query, ns, top_k=k, actor=s.actor, now=s.now, use_reranker=ranked), []):
             hits.setdefault(h.record.id, h)
     ranked = sorted(hits.values(), key=lambda h: -h.score)
     s.emit("retrieved", query=query[:300], namespaces=[ns_key(n) for n in nss], hits=[_hit(h) for h in ranked])
@@ -401,8 +404,13 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
             _report(s, write_behind.barrier(decision.read_namespaces, meanwhile=_query_prefetch(manager, task))
                     if decision.should_read else write_behind.collect())
         if decision.should_read:
+            # The agent's own memories (SQL, conclusions, paths) are searched without the learned
+            # reranker unless policy.rerank_agent_memories: it was fitted on conversation turns, and
+            # it was ~4.5 ms of the pre-node's ~23 ms CPU (issue 16's latency bar). Profile,
+            # definitions and the shared findings keep it.
+            own = () if manager.settings.policy.rerank_agent_memories else (agent_namespace(agent, uid)[0],)
             hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
-                           always_on)
+                           always_on, own)
             context = _inject(manager, s, hits, task, budget, always_on)
         return {"agent_context": context, **s.update(state)}
 
