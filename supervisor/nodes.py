@@ -267,9 +267,9 @@ def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namesp
             hits.setdefault(h.record.id, h)
     for ns in (n for n in nss if n[0] not in always_on):
         k = shared_top_k(ns, top_k)  # other agents' findings: the best few only (they are long)
-        ranked = False if ns[0] in unranked else None
-        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k, ranked=ranked: mm.recall(
-                query, ns, top_k=k, actor=s.actor, now=s.now, use_reranker=ranked), []):
+        learned = False if ns[0] in unranked else None
+        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k, learned=learned: mm.recall(
+                query, ns, top_k=k, actor=s.actor, now=s.now, use_reranker=learned), []):
             hits.setdefault(h.record.id, h)
     ranked = sorted(hits.values(), key=lambda h: -h.score)
     s.emit("retrieved", query=query[:300], namespaces=[ns_key(n) for n in nss], hits=[_hit(h) for h in ranked])
