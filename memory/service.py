@@ -433,8 +433,13 @@ class MemoryService:
         min_score: float | None = None,
         min_sim: float | None = None,
         now: datetime | None = None,
+        use_reranker: bool | None = None,
     ) -> list[SearchHit]:
-        """Hybrid search inside namespace prefixes; each hit explains its score."""
+        """Hybrid search inside namespace prefixes; each hit explains its score.
+
+        ``use_reranker``: None follows ``scoring.rerank``; False leaves the learned reranker out of this
+        call (the question rules still apply), as the Supervisor's pre-node does for an agent's
+        own memories (``policy.rerank_agent_memories``)."""
         if not isinstance(query, str) and query is not None:
             raise InvalidInput(f"query must be text, got {type(query).__name__}; decode bytes first")
         if query is None or is_blank(query):
@@ -458,7 +463,8 @@ class MemoryService:
         hits = scoring.score_candidates(cands, now, cfg, query)
         # Dates, "when"/"now" and named speakers in the question re-rank the candidates (< 0.2 ms).
         hits = rerank(hits, plan, RerankWeights.from_scoring(cfg))
-        if cfg.rerank:  # the learned reranker re-orders the best fused candidates (memory.rerank)
+        # the learned reranker re-orders the best fused candidates (memory.rerank)
+        if cfg.rerank if use_reranker is None else use_reranker:
             from memory.rerank import apply as learned_rerank
 
             hits = learned_rerank(hits, plan, {c.record.id: c.keyword_score for c in cands},

@@ -40,6 +40,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
 from memory.disclosure import ID_CHARS, compact_block
+from memory.embeddings import CachedEmbedder
 from memory.errors import InvalidConfig, InvalidInput, MemoryLayerError
 from memory.namespace import Namespace, ns_key
 from memory.policy.audit import AuditEvent
@@ -252,9 +253,11 @@ def _search_always_on(mm: MemoryManager, s: _Step, query: str, nss: list[Namespa
 
 
 def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namespace], top_k: int,
-            always_on: tuple[str, ...]) -> list[SearchHit]:
+            always_on: tuple[str, ...], unranked: tuple[str, ...] = ()) -> list[SearchHit]:
     """``always_on`` kinds in one search without a floor; every other namespace on its own (a
-    strong hit in one must not cut another's tail through the relative cut); merged by score."""
+    strong hit in one must not cut another's tail through the relative cut); merged by score.
+    ``unranked``: namespace kinds searched without the learned reranker (the others follow
+    ``scoring.rerank``)."""
     nss = list(namespaces)
     on = [n for n in nss if n[0] in always_on]
     hits: dict[str, SearchHit] = {}
@@ -264,8 +267,9 @@ def _recall(mm: MemoryManager, s: _Step, query: str, namespaces: Iterable[Namesp
             hits.setdefault(h.record.id, h)
     for ns in (n for n in nss if n[0] not in always_on):
         k = shared_top_k(ns, top_k)  # other agents' findings: the best few only (they are long)
-        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k: mm.recall(query, ns, top_k=k, actor=s.actor,
-                                                                               now=s.now), []):
+        learned = False if ns[0] in unranked else None
+        for h in s.guard(f"search {ns_key(ns)}", lambda ns=ns, k=k, learned=learned: mm.recall(
+                query, ns, top_k=k, actor=s.actor, now=s.now, use_reranker=learned), []):
             hits.setdefault(h.record.id, h)
     ranked = sorted(hits.values(), key=lambda h: -h.score)
     s.emit("retrieved", query=query[:300], namespaces=[ns_key(n) for n in nss], hits=[_hit(h) for h in ranked])
@@ -352,6 +356,26 @@ def make_entry_node(manager: MemoryManager, budget: int,
     return memory_entry
 
 
+def _query_prefetch(manager: MemoryManager, query: str) -> Callable[[], None] | None:
+    """What a pre-node does while its barrier waits: embed the question into the embedder's query
+    cache, where the search reads it (the same text, the same vector: results are unchanged). The
+    write it waits for runs on the other core meanwhile, and the model's matrix products release
+    the GIL, so the ~4 ms of embedding leave the pre-node's critical path when a barrier waits
+    (most of its slowest 5% in the 100k handoff bench). None when the embedder keeps no query cache
+    (the vector would be computed twice) or there is no question."""
+    emb = manager.service.embedder
+    text = query.strip() if isinstance(query, str) else ""
+    if not text or not isinstance(emb, CachedEmbedder):
+        return None
+
+    def prefetch() -> None:
+        try:
+            emb.embed_query(text)
+        except Exception:  # noqa: BLE001 - the search embeds it again and reports the failure there
+            log.debug("query prefetch failed", exc_info=True)
+    return prefetch
+
+
 def make_pre_node(manager: MemoryManager, agent: str, budget: int,
                   always_on: tuple[str, ...] = ALWAYS_ON, write_behind: WriteBehind | None = None,
                   ) -> Callable[..., dict[str, Any]]:
@@ -377,11 +401,16 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
         s.emit("routed", **_decision(decision, task))
         context = ""
         if write_behind is not None:  # read-your-writes: only the namespaces about to be searched
-            _report(s, write_behind.barrier(decision.read_namespaces) if decision.should_read
-                    else write_behind.collect())
+            _report(s, write_behind.barrier(decision.read_namespaces, meanwhile=_query_prefetch(manager, task))
+                    if decision.should_read else write_behind.collect())
         if decision.should_read:
+            # The agent's own memories (SQL, conclusions, paths) are searched without the learned
+            # reranker unless policy.rerank_agent_memories: it was fitted on conversation turns, and
+            # it was ~4.5 ms of the pre-node's ~23 ms CPU (issue 16's latency bar). Profile,
+            # definitions and the shared findings keep it.
+            own = () if manager.settings.policy.rerank_agent_memories else (agent_namespace(agent, uid)[0],)
             hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
-                           always_on)
+                           always_on, own)
             context = _inject(manager, s, hits, task, budget, always_on)
         return {"agent_context": context, **s.update(state)}
 

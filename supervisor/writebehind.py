@@ -18,6 +18,11 @@ returns. Consistency is kept where it matters:
   namespace) queued ahead of the finding it needed from ``shared_context``; the post-node now
   submits findings as ``urgent`` (run before the items queued with them; reported, journaled
   and collected in submission order as before).
+* **Work beside the wait.** The pre-node's question vector does not depend on the store: it is
+  computed while a barrier waits (``barrier(meanwhile=...)``), on the pre-node's thread, and the
+  search reads it from the embedder's query cache. On two cores the model's matrix products run
+  beside the write the barrier waits for (they release the GIL); the search itself, Python-bound,
+  still follows the wait, so what it reads is unchanged.
 * **Foreground first.** While a pre-node searches (:meth:`WriteBehind.foreground`), the worker
   starts no new write (one already running finishes): on two cores a queued write competing with
   the search was what made the pre-node's p95 three times its median. The pause never blocks what
@@ -259,10 +264,14 @@ class WriteBehind:
             self._pending = [p for p in self._pending if not select(p)]
         return taken
 
-    def barrier(self, prefixes: Iterable[Namespace]) -> list[Pending]:
+    def barrier(self, prefixes: Iterable[Namespace], meanwhile: Callable[[], Any] | None = None) -> list[Pending]:
         """Wait for the pending writes under any of ``prefixes``; return them, finished.
 
         While it waits, the worker runs those writes before any other queued write.
+        ``meanwhile`` runs on the caller's thread once the worker has been told to start them,
+        only when there is something to wait for: work the caller needs next that does not read
+        those namespaces (the pre-node's question vector) overlaps the wait instead of following
+        it. It must not raise; its result is dropped.
         """
         prefixes = list(prefixes)
         hit = self._take(lambda p: any(_under(p.namespace, q) for q in prefixes))
@@ -271,6 +280,8 @@ class WriteBehind:
                 self._wanted.append(prefixes)
                 self._wake.notify_all()
             try:
+                if meanwhile is not None and not all(p.future.done() for p in hit):
+                    meanwhile()
                 for p in hit:
                     p.future.exception()  # wait; the caller reads the result or the error
             finally:

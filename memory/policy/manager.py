@@ -308,11 +308,13 @@ class MemoryManager(MergeOps):
         filter: Mapping[str, Any] | None = None,
         actor: Actor | None = None,
         now: datetime | None = None,
+        use_reranker: bool | None = None,
     ) -> list[SearchHit]:
-        """Search, drop weak tail hits (relative to the best), audit the search."""
+        """Search, drop weak tail hits (relative to the best), audit the search. ``use_reranker``: see
+        :meth:`MemoryService.search` (None: ``scoring.rerank``)."""
         now = as_now(now)
         self.access.check(actor, "read", parse_namespaces(namespaces), now=now)
-        hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now)
+        hits = self.service.search(query, namespaces, top_k=top_k, filter=filter, now=now, use_reranker=use_reranker)
         if hits and self.policy.relative_cut > 0:
             best = max(h.breakdown.sim for h in hits)
             hits = [h for h in hits if h.breakdown.sim >= best * self.policy.relative_cut]

@@ -257,3 +257,43 @@ def test_a_namespace_is_not_idle_while_one_of_its_writes_runs() -> None:
     finally:
         w.close()
     assert seen == [(("facts", "u1"), 2)]
+
+
+def test_a_barrier_runs_its_meanwhile_work_beside_the_writes_it_waits_for(wb: WriteBehind) -> None:
+    wb.FOREGROUND_MAX_WAIT = 30.0  # a pause that would outlast the test if the worker held the write back
+    write_started, meanwhile_ran = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def write() -> str:
+        write_started.set()
+        # Finishes only once the caller's own work ran: that work overlaps the write.
+        if not meanwhile_ran.wait(5.0):
+            raise AssertionError("the barrier's meanwhile did not run while its write ran")
+        return "written"
+
+    def meanwhile() -> None:
+        # The worker was told to start the write before the caller's work began.
+        assert write_started.wait(5.0), "the write the barrier waits for did not start"
+        calls.append("meanwhile")
+        meanwhile_ran.set()
+
+    with wb.foreground():  # as in a pre-node: a queued write starts only for the barrier
+        wb.submit(("shared_context", "u1"), write)
+        done = wb.barrier([("shared_context", "u1")], meanwhile=meanwhile)
+    assert calls == ["meanwhile"]
+    assert [p.future.result() for p in done] == ["written"]
+
+
+def test_a_barrier_with_nothing_to_wait_for_skips_its_meanwhile_work(wb: WriteBehind) -> None:
+    calls: list[str] = []
+    gate = threading.Event()
+    wb.submit(("text2sql_memories", "u1"), gate.wait)  # pending, but not in what the barrier reads
+    assert wb.barrier([("shared_context", "u1")], meanwhile=lambda: calls.append("x")) == []
+    wb.submit(("shared_context", "u1"), lambda: "done")
+    gate.set()
+    wb.drain()
+    p = wb.submit(("shared_context", "u1"), lambda: "again")
+    p.future.result(5.0)  # already finished when the barrier looks: no wait, so no work beside it
+    assert [q.future.result() for q in wb.barrier([("shared_context", "u1")], meanwhile=lambda: calls.append("y"))] \
+        == ["again"]
+    assert calls == []
