@@ -404,10 +404,9 @@ def make_pre_node(manager: MemoryManager, agent: str, budget: int,
             _report(s, write_behind.barrier(decision.read_namespaces, meanwhile=_query_prefetch(manager, task))
                     if decision.should_read else write_behind.collect())
         if decision.should_read:
-            # The agent's own memories (SQL, conclusions, paths) are searched without the learned
-            # reranker unless policy.rerank_agent_memories: it was fitted on conversation turns, and
-            # it was ~4.5 ms of the pre-node's ~23 ms CPU (issue 16's latency bar). Profile,
-            # definitions and the shared findings keep it.
+            # policy.rerank_agent_memories off: the agent's own memories (SQL, conclusions, paths) are
+            # searched without the learned reranker (fitted on conversation turns; ~3-4 ms of the
+            # pre-node's ~25 ms CPU). Profile, definitions and the shared findings always keep it.
             own = () if manager.settings.policy.rerank_agent_memories else (agent_namespace(agent, uid)[0],)
             hits = _recall(manager, s, task, decision.read_namespaces, decision.top_k or manager.settings.scoring.top_k,
                            always_on, own)

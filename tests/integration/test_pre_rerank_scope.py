@@ -1,4 +1,5 @@
-"""The pre-node leaves the learned reranker out of the agent's own namespace (policy.rerank_agent_memories)."""
+"""The pre-node can leave the learned reranker out of the agent's own namespace (policy.rerank_agent_memories off;
+on by default)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def _reranked_namespaces(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize("on", [False, True])
-def test_the_agents_own_memories_skip_the_learned_reranker_unless_asked(tmp_path, embedder, monkeypatch, on) -> None:
+def test_the_agents_own_memories_skip_the_learned_reranker_only_when_asked(tmp_path, embedder, monkeypatch, on) -> None:
+    assert MemorySettings().policy.rerank_agent_memories  # the default: one ranking everywhere
     mm = _manager(tmp_path, embedder, rerank_agent_memories=on)
     try:
         seen, out = _reranked_namespaces(mm, monkeypatch)
