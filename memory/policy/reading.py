@@ -66,6 +66,7 @@ class Reading:
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG = {"万": 10_000, "亿": 100_000_000}
+_ZH_PLACE = {"百": 100, "千": 1000, **_ZH_BIG}
 
 
 def zh_number(s: str) -> float | None:
@@ -88,9 +89,11 @@ def zh_number(s: str) -> float | None:
         else:
             return None
     tail = digit or 0
-    # "两万三" = 23000: a bare digit after 万 counts thousands.
-    if digit is not None and total and not section and len(s) >= 2 and s[-2] in _ZH_BIG:
-        tail = digit * _ZH_BIG[s[-2]] // 10
+    # Spoken shorthand: a bare last digit right after 百 / 千 / 万 / 亿 counts the next lower place, so "两万三" is
+    # 23000, "三千二" 3200 and "一百五" 150 (read as 3002 / 105 before, so 三千二 and 3,200 looked like different
+    # values to the write judge). After 十 it is the ones ("二十五" 25); after 零 too ("一百零五" 105).
+    if digit is not None and len(s) >= 2 and s[-2] in _ZH_PLACE and (s[-1] in _ZH_DIGITS or s[-1].isdigit()):
+        tail = digit * _ZH_PLACE[s[-2]] // 10
     return total + section + tail
 
 

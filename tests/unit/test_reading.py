@@ -13,6 +13,9 @@ def vals(text: str) -> set[tuple[str, str]]:
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("四十", 40), ("两万三", 23000), ("一百零五", 105), ("3万", 30000), ("十二", 12), ("两", 2), ("abc", None),
+    # spoken shorthand: a bare last digit after 百 / 千 / 万 counts the next lower place (三千二 was read as 3002)
+    ("三千二", 3200), ("一百五", 150), ("两千五", 2500), ("一万二千三", 12300), ("三千二百", 3200), ("二十五", 25),
+    ("一千零二", 1002), ("一百一十", 110),
 ])
 def test_zh_numbers(text, expected):
     assert zh_number(text) == expected
@@ -64,3 +67,8 @@ def test_subject_and_rest():
     assert "m5d30" in r.classes("rest")["date"]
     # The masked text reads the same when only the value changed.
     assert read("The deadline is May 30").masked == read("The deadline is June 15").masked
+
+
+def test_spoken_thousands_read_as_the_same_value_as_digits():
+    assert vals("房租现在三千二") & vals("rent is 3,200 now")
+    assert not vals("房租现在三千二") & vals("rent is 3,002 now")
