@@ -11,7 +11,9 @@ statement above its restatement. This script re-scores the out-of-set ranks of t
 when zh_en_10/11 became fitting sets; never the held-out sets) with "restatement-augmented" labels: the
 evidence plus the turn right after an evidence turn in the same session when their content-term Dice
 overlap (memory.rerank_supersede._slot_words) is >= .25 (memctl.tune_rerank.restatements / augment,
-which the reranker is fitted on since stop 30).
+which the reranker is fitted on since stop 30). Since stop 32 the script reads tune_rerank's current rule
+(restatements start at a user turn: the assistant's next turn at Dice >= .05, RESTATE_DICE), so its
+figures differ from the ones recorded with the .25 rule.
 
 Models (memctl.tune_rerank's fit / narrow, each set ranked by a model fitted without it; models are
 fitted on the ORIGINAL labels, as shipped, and only the scoring labels change):
