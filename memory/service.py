@@ -445,6 +445,9 @@ class MemoryService:
         if query is None or is_blank(query):
             raise InvalidInput("query is empty; pass the question or keywords to search for")
         check_query_size(query, self.settings.max_content_chars)
+        if use_reranker is not None and not isinstance(use_reranker, bool):  # "no" would be truthy
+            raise InvalidInput(f"use_reranker must be True, False or None (follow scoring.rerank), got "
+                               f"{use_reranker!r:.40}")
         cfg = self.settings.scoring
         k = check_count("top_k", cfg.top_k if top_k is None else top_k, minimum=1)
         min_score, min_sim = check_threshold("min_score", min_score), check_threshold("min_sim", min_sim)

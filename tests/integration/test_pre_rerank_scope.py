@@ -77,3 +77,18 @@ def test_search_without_the_reranker_equals_a_store_with_it_off(tmp_path, embedd
     assert [h.record.id for h in a] == [h.record.id for h in b]
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
     assert len(a) >= 2 and {h.record.id for h in a} == {h.record.id for h in c}
+
+
+@pytest.mark.parametrize("bad", ["no", 0, 1, "false"])
+def test_use_reranker_must_be_a_bool_and_a_bad_one_changes_nothing(tmp_path, embedder, bad) -> None:
+    from memory.errors import InvalidInput
+
+    mm = _manager(tmp_path, embedder)
+    try:
+        before = sorted(r.id for r in mm.service.list("text2sql_memories/u1"))
+        with pytest.raises(InvalidInput, match="use_reranker must be True, False or None"):
+            mm.recall(TASK, "text2sql_memories/u1", use_reranker=bad)
+        assert sorted(r.id for r in mm.service.list("text2sql_memories/u1")) == before
+        assert mm.recall(TASK, "text2sql_memories/u1", use_reranker=False)  # the store still answers
+    finally:
+        mm.close()
