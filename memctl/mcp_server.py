@@ -144,11 +144,11 @@ class ScopedMemory:
                 # Parse the form first, then the range: an ISO date the store cannot hold (0001-01-01) is not
                 # a malformed one, and each gets its own remedy (not a match on an exception's wording).
                 try:
-                    datetime.fromisoformat(str(date))
+                    parsed = datetime.fromisoformat(str(date))
                 except ValueError:
                     raise InvalidInput(f"date {_shown(str(date))} is not YYYY-MM-DD or an ISO timestamp") from None
                 try:
-                    t = as_utc(str(date))
+                    t = as_utc(parsed)  # the parsed value: only its zone and range are left to check
                 except InvalidInput:
                     raise InvalidInput(f"date {_shown(str(date))} is out of range; use a date between year 1000 and "
                                        "year 9900") from None
