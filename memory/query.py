@@ -118,6 +118,10 @@ _TIME_OTHER = re.compile(
     r"|昨天|今天|明天|上周|下周|上个?月|下个?月|去年|今年|明年|前天|后天|周[一二三四五六日末]|星期",
     re.I,
 )
+# Every match of _TIME_OTHER starts with one of these characters (the \b before a year consumes nothing), so
+# states_time searches from the first of them, or not at all: _TIME_OTHER alone tried its alternation at every
+# position of every new candidate's text. Keep the two in step when a time pattern is added.
+_TIME_START = re.compile(r"[\d一二三四五六七八九十昨今明上下去前后周星]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +302,9 @@ def states_time(text: str) -> bool:
         for first, second in zip(words, words[1:], strict=False):
             if first in _TIME_FIRST and second in _TIME_SECOND:
                 return True
-    return _TIME_OTHER.search(text) is not None
+    # A search from pos still reads the character before pos for \b (the string is not sliced).
+    start = _TIME_START.search(text)
+    return start is not None and _TIME_OTHER.search(text, start.start()) is not None
 
 
 _SPEAKER_PREFIX = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
@@ -314,6 +320,8 @@ def asks(text: str) -> float:
     states nothing, so it is rarely the memory a question is after. A leading "Speaker: " and
     image captions ("[image: ...]") are not counted.
     """
+    if "?" not in text and "？" not in text:  # no sentence can end in one: nothing asked (most new candidates)
+        return 0.0
     body = _SPEAKER_PREFIX.sub("", _CAPTION.sub("", text), count=1)
     total = asked = 0
     for m in _SENTENCE.finditer(body):

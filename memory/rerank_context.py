@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from memory.records import SearchHit
-from memory.text import keyword_terms
+from memory.text import keyword_term_set
 
 # In groups, so a model can read a prefix (memctl.tune_rerank.WIDTHS): listwise context, then
 # Chinese bigrams and channel disagreement, then session / neighbour question coverage, then multi-hop.
@@ -47,7 +47,7 @@ _SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
 def terms(text: str) -> frozenset[str]:
     """A text's keyword terms, once per text for both feature modules (candidates recur across the
     searches of one user)."""
-    return frozenset(keyword_terms(text))
+    return keyword_term_set(text)
 
 
 @lru_cache(maxsize=65536)

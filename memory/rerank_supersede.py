@@ -32,7 +32,7 @@ not a Python loop over pairs or strings).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -78,9 +78,13 @@ def _slot_words(text: str) -> np.ndarray:
     # From the text's own terms (cached and shared with the other features) minus the prefix's: tokenising
     # the text without its prefix again cost ~2 ms a search when the candidates are new (a 100k store).
     m = _SPEAKER.match(text)
-    drop = terms(m.group()) if m else frozenset()
-    words = {hash(t) for t in terms(text) if t not in drop and not (len(t) == 1 and "\u3400" <= t <= "\u9fff")}
-    out = np.fromiter(words, dtype=np.int64, count=len(words))
+    words: Iterable[str] = terms(text) - terms(m.group()) if m else terms(text)
+    if not text.isascii():  # only a non-ASCII text has single Han characters among its terms
+        words = [t for t in words if not (len(t) == 1 and "\u3400" <= t <= "\u9fff")]
+    # A set of the hashes (not one hash per term): a 64-bit collision still counts once, as it did. Their order
+    # does not matter (_overlaps sorts them).
+    hashes = {*map(hash, words)}
+    out = np.fromiter(hashes, dtype=np.int64, count=len(hashes))
     out.flags.writeable = False
     return out
 

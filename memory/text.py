@@ -162,6 +162,35 @@ def keyword_terms(text: str) -> list[str]:
     return terms
 
 
+def keyword_term_set(text: str) -> frozenset[str]:
+    """``frozenset(keyword_terms(text))``, built as a set in one pass over the text.
+
+    The reranker reads a candidate's terms as a set (:func:`memory.rerank_context.terms`), once per new text, and
+    at 100k most of a search's ~50 candidates are new: keeping every duplicate in order, then a second pass over
+    the CJK runs for their unigrams, was ~2/3 of that (tests/unit/test_keyword_term_set.py pins the equality).
+    """
+    if text.isascii():  # NFKC leaves ASCII unchanged; tokenize's word pattern on it is _ASCII_WORD_RE
+        return frozenset(filter(None, map(_word_term, _ASCII_WORD_RE.findall(text.lower()))))
+    norm = unicodedata.normalize("NFKC", text).lower()
+    if norm.isascii():
+        return frozenset(filter(None, map(_word_term, _ASCII_WORD_RE.findall(norm))))
+    p = _cjk()
+    out: set[str] = set()
+    # The token pattern's CJK runs are the run pattern's (a word token holds no CJK character), so one pass
+    # gives tokenize's bigrams / lone unigrams and keyword_terms' run unigrams alike.
+    for tok in p.token.findall(norm):
+        if p.cjk.match(tok):
+            if len(tok) == 1:
+                if tok not in _ZH_STOP_UNIGRAMS:
+                    out.add(tok)
+            else:
+                out.update([tok[i : i + 2] for i in range(len(tok) - 1)])
+                out.update(set(tok) - _ZH_INDEX_STOP)
+        elif term := _word_term(tok):
+            out.add(term)
+    return frozenset(out)
+
+
 def fts_document(text: str) -> str:
     """The string stored in the FTS5 column: terms separated by spaces."""
     return " ".join(keyword_terms(text))
