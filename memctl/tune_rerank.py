@@ -128,7 +128,12 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
     # Stop 33 (20 sets: zh_en_15 joins; scripts/rank1_diag.py): where dense-only ranks a listed turn first and the
     # default does not, the default's rank-1 turn is most often the slot's OLD value (14 of 76 on zh_en_10 ... 15,
     # 10 of them `current`; 9 of the 14 ranked right by the linear ranking): the change group (CHANGE_FEATURES),
-    # fitted and scored with the listed evidence; c57 also reads the same-slot group.
+    # fitted and scored with the listed evidence; c57 also reads the same-slot group. Out of set on the 20 sets,
+    # listed evidence, against the shipped 49-feature configuration refitted on them (LoCoMo tuning MRR .6389, zh/en
+    # mean .7512): c53 .6399, .7513 (current +.0007, en-en -.0045, zh->en +.0054); c57 .6387, .7504 (current +.0059,
+    # en-en -.0111). Neither passes stop 33's gate (zh/en mean +.005 needed; the group current + en-en + mixed is
+    # down for both); the shipped file was kept and no model reads the change group (--jobs 1, 33 min for the
+    # reference's 20 fits at load 4-6, 29 and 19 min for c53 and c57).
     ("c53_change", WIDTH_C53, "evidence"),
     ("c57_change_slot", WIDTH_57, "evidence"),
 )
