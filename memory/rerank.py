@@ -41,7 +41,9 @@ from memory.errors import InvalidConfig
 from memory.query import QueryPlan, asks, named_speakers, states_time
 from memory.records import ScoreBreakdown, SearchHit
 from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, terms
-from memory.rerank_supersede import SLOT_FEATURES, SUPERSEDE_FEATURES, slot_matrix, supersede_matrix
+from memory.rerank_supersede import (
+    CHANGE_FEATURES, SLOT_FEATURES, SUPERSEDE_FEATURES, change_matrix, slot_matrix, supersede_matrix,
+)
 from memory.scoring import han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
@@ -54,6 +56,9 @@ FEATURES: tuple[str, ...] = (
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
 ) + SUPERSEDE_FEATURES
+# The update's own wording (memory.rerank_supersede.change_matrix, stop 33): right after the superseded group, so the
+# 49-feature prefix is unchanged and a model reading these reads the 49 and 4 (the same-slot group follows them).
+FEATURES += CHANGE_FEATURES
 # The cross-language same-slot reading over the candidates' stored vectors (memory.rerank_supersede.slot_matrix,
 # stop 32): right after the superseded group, so the 49-feature prefix is unchanged and a model fitted without
 # them fetches no vector.
@@ -66,11 +71,13 @@ FEATURES += SLOT_FEATURES
 # model fitted on fewer (the shipped one) never computes them.
 VECTOR_FEATURES: tuple[str, ...] = ("vector_raw", "vector_raw_gap", "vector_raw_rank", "vector_rank_shift", "adapted")
 FEATURES += VECTOR_FEATURES + CONTEXT_FEATURES
-# The features computed here; then memory.rerank_supersede's two groups; then the switch group; then
-# memory.rerank_context's.
-_OWN = len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SLOT_FEATURES) - len(SUPERSEDE_FEATURES)
+# The features computed here; then memory.rerank_supersede's three groups (superseded, change, same-slot); then the
+# switch group; then memory.rerank_context's.
+_OWN = (len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SLOT_FEATURES) - len(CHANGE_FEATURES)
+        - len(SUPERSEDE_FEATURES))
 _SUP = _OWN + len(SUPERSEDE_FEATURES)
-_SLOT = _SUP + len(SLOT_FEATURES)
+_CHG = _SUP + len(CHANGE_FEATURES)
+_SLOT = _CHG + len(SLOT_FEATURES)
 _VEC = _SLOT + len(VECTOR_FEATURES)
 
 
@@ -98,7 +105,8 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     only the first ``width`` features are needed (a model fitted on fewer; the rest are not computed). ``raw_cos``
     maps a record id to the cosine of the question's unadapted vector when a dense-channel switch changed the
     question vector (:func:`raw_cosines`); None: it did not, the dense channel's cosine is that cosine. ``vectors``: the
-    hits' stored unit vectors, row i for hit i (:data:`SLOT_FEATURES`; None: the backend has none to give).
+    hits' stored unit vectors, row i for hit i (:data:`CHANGE_FEATURES`' change_cos and :data:`SLOT_FEATURES`; None: the
+    backend has none to give).
 
     Built column by column with numpy (the same float operations, in the same order, as a row at a
     time): the Python loop is left with what only Python can read (texts, sets, metadata). A row of
@@ -154,7 +162,8 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SLOT, _VEC, len(FEATURES)) if width <= c)
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _CHG, _SLOT, _VEC, len(FEATURES))
+                                                       if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
     cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
@@ -181,7 +190,9 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        x[:, _SUP:_SLOT] = slot_matrix(vectors, hits, stamps)
+        x[:, _SUP:_CHG] = change_matrix(vectors, hits, stamps)
+    if cols > _CHG:
+        x[:, _CHG:_SLOT] = slot_matrix(vectors, hits, stamps)
     if cols > _SLOT:
         x[:, _SLOT:_VEC] = switch_features(vec, own["vector_rank"], None if raw_cos is None else
                                           np.array([max(0.0, raw_cos.get(h.record.id, 0.0)) for h in hits]))
@@ -350,7 +361,7 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
 
     ``raw_cos``: given the head, the unadapted question's cosines (see :func:`candidate_features`), called only
     when the model reads :data:`VECTOR_FEATURES` (a model fitted without them costs nothing more). ``vectors``: given
-    the head, its stored vectors (None: unavailable), called only when the model reads :data:`SLOT_FEATURES`.
+    the head, its stored vectors (None: unavailable), called only when the model reads :data:`CHANGE_FEATURES` (or later).
 
     The head keeps its own scores, highest first, in the new order (the difference goes into
     ``breakdown.query``), so scores stay monotone. Ties keep the earlier order (stable sort).

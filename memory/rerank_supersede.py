@@ -25,6 +25,14 @@ term overlap sees nothing: a later candidate whose stored vector (the packaged m
 whose values (numbers with Chinese numerals folded in, dates, weekdays, currencies, the write policy's lexicon)
 differ states this candidate's slot with another value (:func:`slot_pairs`).
 
+A third group (:data:`CHANGE_FEATURES`, stop 33) reads the update's own wording: whether a candidate announces a
+change ("moved to Friday", "改到周四", "涨价到198", "now 48 hours"; :data:`CHANGE`) and how alike (content terms, stored
+vectors) the most alike LATER candidate that announces one is. Stop 33's diagnosis (scripts/rank1_diag.py) found the
+old value of the slot as the most common hybrid rank-1 turn where dense-only ranks a listed turn first; the old
+statement repeats the question's words, the update often says only what changed, in words that announce the change.
+Out of set on the 20 fitting sets it moved the zh/en mean MRR by +.0001 (memctl.tune_rerank, c53_change): no model
+reads it, so search never computes it.
+
 Pairs are compared all at once (a term-incidence matrix product over term hashes cached per text,
 not a Python loop over pairs or strings).
 """
@@ -53,6 +61,25 @@ SUPERSEDE_FEATURES: tuple[str, ...] = (
 # compared (the lab's recall at .3 and .4 is the same).
 SLOT_FEATURES: tuple[str, ...] = ("slot_cos", "slot_newer", "slot_older", "slot_gap")
 SLOT_COS = 0.55
+# The change group (stop 33), right after the superseded group so a model can read the 49 and these as a prefix.
+CHANGE_FEATURES: tuple[str, ...] = ("says_change", "change_dice", "change_cos", "change_gap")
+# Words that announce a changed value. memory.policy.dedupe's STRONG_CUES plus the everyday ones of the zh/en sets'
+# updates (涨价到, 交给, 而家, "is now", "from now on", "took over"...): on zh_en ... zh_en_15 a listed turn of 73% of
+# the `current` questions says one of these (STRONG_CUES: 43%), against 17% of all turns (STRONG_CUES: 8%). Read by
+# the model next to change_dice / change_cos, so a cue alone does not move a candidate.
+CHANGE = re.compile(
+    r"改成|改为|改到|改用|改了|改回|改咗|换成|换为|换到|换了|換成|調到|调到|调整|调成|降到|降为|降了|升到|涨到|涨价|涨了|漲|"
+    r"加到|加价|加價|提到|提高|降低|减到|減|给到|交给|交給|提前到|推迟|延期|延到|变成|变为|变了|變成|取代|不再|唔再|"
+    r"不用.{0,12}了|不是.{0,12}了|而不是|更正|更新|修正|重新|原来|原先|原定|原本|以前是|之前是|本来|"
+    r"现在|現在|而家|目前|接手|接替|取消了|搬到|搬去|挪到|移到|辞职|不干了|以后(?:都|就|改|换|交)"
+    r"|\b(?:instead|no longer|anymore|any more|changed?|changing|switch(?:ed|ing)?|mov(?:e|ed|ing)\b.{0,40}\bto|"
+    r"updated?|correction|actually|postponed|pushed|rescheduled|replac(?:e|ed|ing)|rather than|raised|lowered|bumped|"
+    r"increased|decreased|reduced|cut (?:it |them )?to|now (?:is|are|it's|at|on|in|every|only|the|\d)|is now|are now|"
+    r"from now on|going forward|used to|originally|retir(?:e|es|ed|ing)|new (?:price|rate|time|date|room|address|"
+    r"number|schedule|fee|plan|deadline|place|rent)|takes? over|took over|handed over|back to|from (?:this|next) "
+    r"(?:week|month|term|year)|starting)\b",
+    re.IGNORECASE,
+)
 COS_FLOOR = 0.4
 _SMALL = 32
 # Written this close together, two statements carry no order (one session, one import); as memory.query.SLOT_MIN_GAP.
@@ -163,6 +190,48 @@ def slot_matrix(vectors: np.ndarray | None, head: Sequence[SearchHit], stamps: S
     out[:, 1] = pair.sum(axis=1)
     out[:, 2] = pair.sum(axis=0)
     out[:, 3] = np.where(best >= SLOT_COS, scores - scores[j], ABSENT)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def says_change(text: str) -> float:
+    """1 when a memory's text (its speaker prefix left out) announces a changed value (:data:`CHANGE`)."""
+    m = _SPEAKER.match(text)
+    return float(bool(CHANGE.search(text[m.end():] if m else text)))
+
+
+def change_matrix(vectors: np.ndarray | None, head: Sequence[SearchHit], stamps: Sequence[float]) -> np.ndarray:
+    """One row of :data:`CHANGE_FEATURES` per head hit: ``says_change`` (:func:`says_change`); over the candidates
+    written at least ``MIN_GAP`` later that announce a change, the highest content-term Dice (``change_dice``, 0:
+    none) and stored-vector cosine (``change_cos``, -1: none, or no vectors), and the fused score gap to the most
+    alike of them (by cosine when vectors are given, else by Dice; ABSENT: none)."""
+    n = len(head)
+    out = np.empty((n, len(CHANGE_FEATURES)))
+    if not n:
+        return out
+    says = np.fromiter((says_change(h.record.content) for h in head), dtype=float, count=n)
+    st = np.asarray(stamps, dtype=float)
+    mask = (st[None, :] - st[:, None] >= MIN_GAP) & (says[None, :] > 0)  # mask[i, j]: j later and announces a change
+    found = mask.any(axis=1)
+    words = [_slot_words(h.record.content) for h in head]
+    lens = np.fromiter((len(w) for w in words), dtype=np.intp, count=n)
+    prod = _overlaps(words, lens) if lens.sum() else np.zeros((n, n))
+    size = lens.astype(float)
+    denom = size[:, None] + size[None, :]
+    dice = np.divide(2.0 * prod, denom, out=np.zeros((n, n)), where=denom > 0)
+    d = np.where(mask, dice, -1.0)
+    if vectors is not None:
+        v = np.asarray(vectors, dtype=np.float32)
+        alike = np.where(mask, np.einsum("ik,jk->ij", v, v).astype(float), -1.0)
+        cos = alike.max(axis=1)
+    else:
+        alike, cos = d, np.full(n, -1.0)
+    j = alike.argmax(axis=1)
+    scores = np.fromiter((h.breakdown.score for h in head), dtype=float, count=n)
+    out[:, 0] = says
+    out[:, 1] = np.maximum(d.max(axis=1), 0.0)
+    out[:, 2] = np.where(found, cos, -1.0)
+    out[:, 3] = np.where(found, scores - scores[j], ABSENT)
     return out
 
 

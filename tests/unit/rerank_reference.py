@@ -11,9 +11,9 @@ import numpy as np
 
 from memory.query import QueryPlan, named_speakers
 from memory.records import SearchHit
-from memory.rerank import _OWN, _SUP, _VEC, RerankModel, _content
+from memory.rerank import _CHG, _OWN, _SUP, _VEC, RerankModel, _content
 from memory.rerank_context import ABSENT, context_features, terms
-from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before
+from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before, says_change
 from memory.scoring import han_share, keyword_visibility
 
 
@@ -70,6 +70,24 @@ def supersede_rows(head: Sequence[SearchHit], query: str, stamps: Sequence[float
     return list(zip(*(c.tolist() for c in cols), strict=True))
 
 
+def change_rows(head: Sequence[SearchHit], stamps: Sequence[float]) -> list[tuple[float, ...]]:
+    """The change group (stop 33) without stored vectors, one candidate and one later candidate at a time."""
+    words = [set(_slot_words(h.record.content).tolist()) for h in head]
+    says = [says_change(h.record.content) for h in head]
+    rows = []
+    for i, h in enumerate(head):
+        best, best_j = -1.0, -1
+        for j in range(len(head)):
+            if stamps[j] - stamps[i] >= MIN_GAP and says[j]:
+                size = len(words[i]) + len(words[j])
+                d = 2.0 * len(words[i] & words[j]) / size if size else 0.0
+                if d > best:
+                    best, best_j = d, j
+        gap = h.breakdown.score - head[best_j].breakdown.score if best_j >= 0 else ABSENT
+        rows.append((says[i], max(best, 0.0), -1.0, gap))
+    return rows
+
+
 def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float | None],
              pool: Sequence[SearchHit] | None = None, width: int | None = None) -> np.ndarray:
     n = len(hits)
@@ -109,7 +127,8 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
     # The same-slot group (stop 32) without stored vectors reads "no pair" (tests/unit/test_rerank_slot.py reads it
     # with vectors); the switch group is not here (tests/unit/test_rerank_switch.py), so the context group is
     # computed only for the full width.
-    slot: tuple[float, ...] = (-1.0, 0.0, 0.0, ABSENT) if width is None or width > _SUP else ()
+    slot: tuple[float, ...] = (-1.0, 0.0, 0.0, ABSENT) if width is None or width > _CHG else ()
+    change: list[tuple[float, ...]] = change_rows(hits, stamps) if width is None or width > _SUP else [()] * n
     if width is None or width > _OWN:
         sup = supersede_rows(hits, q, stamps, before)
     if width is None or width > _VEC:
@@ -135,7 +154,7 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
             float(plan.window is not None), float(plan.wants_time), st_time,
             float(plan.wants_current), float(plan.asks_past), asked, log_chars,
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
-            prev_gap[i], next_gap[i], *sup[i], *slot, *extra[i],
+            prev_gap[i], next_gap[i], *sup[i], *change[i], *slot, *extra[i],
         ))
     return np.array(rows, dtype=float)
 

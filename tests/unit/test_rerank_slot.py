@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memory.query import plan_query
-from memory.rerank import _SLOT, _SUP, FEATURES, RerankModel, apply, candidate_features
+from memory.rerank import _CHG, _SLOT, _SUP, FEATURES, RerankModel, apply, candidate_features
 from memory.rerank_supersede import (
     SLOT_COS, SLOT_FEATURES, slot_matrix, slot_pairs, slot_values, values_differ,
 )
@@ -66,8 +66,8 @@ def test_slot_matrix_columns_and_no_vectors(vectors):
     assert (slot_matrix(None, hits, stamps) == [[-1.0, 0.0, 0.0, 2.0]] * 3).all()
 
 
-def test_the_group_follows_the_superseded_one_and_the_shipped_prefix_never_fetches_vectors(vectors):
-    assert FEATURES[_SUP:_SLOT] == SLOT_FEATURES
+def test_the_group_follows_the_change_one_and_the_shipped_prefix_never_fetches_vectors(vectors):
+    assert FEATURES[_CHG:_SLOT] == SLOT_FEATURES  # the change group (stop 33) sits between the superseded one and it
     hits = [hit("a", OLD_ZH, 0.9, vector=0.8), hit("b", NEW_EN, 0.6, vector=0.5, created=DAY2)]
     plan = plan_query("押金现在是多少？", NOW)
     v = vectors([h.record.content for h in hits])

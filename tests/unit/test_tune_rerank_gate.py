@@ -17,7 +17,7 @@ def _sets() -> dict[str, list[Query]]:
     return sets
 
 
-def test_gate_needs_a_current_gain_without_a_locomo_or_direction_loss():
+def test_gate_needs_a_zh_gain_without_a_locomo_or_direction_loss():
     sets = _sets()
     ref = {k: [2] * len(qs) for k, qs in sets.items()}  # the reference: evidence second everywhere
     same = summary(sets, ref, ref)
@@ -25,8 +25,8 @@ def test_gate_needs_a_current_gain_without_a_locomo_or_direction_loss():
     # current moves from second to first in every zh/en set (+.5 current, zh/en mean .5 -> .667), LoCoMo unchanged.
     better = {k: ([2] if k in LOCOMO_TUNE else [2, 2, 1]) for k in sets}
     assert summary(sets, better, ref)["gate"]
-    # A zh-zh gain alone is not this stop's gain: the current direction must rise by GATE_CURRENT.
-    assert not summary(sets, {k: ([2] if k in LOCOMO_TUNE else [2, 1, 2]) for k in sets}, ref)["gate"]
+    # Stop 33: a zh-zh gain with current / en-en / mixed unchanged also ships (the group is not down).
+    assert summary(sets, {k: ([2] if k in LOCOMO_TUNE else [2, 1, 2]) for k in sets}, ref)["gate"]
     # The same current gain while en-en falls from rank 2 to rank 3 in every zh/en set (-.167 MRR): not shipped.
     worse_dir = {k: ([2] if k in LOCOMO_TUNE else [3, 2, 1]) for k in sets}
     res = summary(sets, worse_dir, ref)
@@ -47,26 +47,39 @@ def test_gate_needs_a_current_gain_without_a_locomo_or_direction_loss():
     assert summary(sets, better)["locomo"]["base"]["MRR"] == 0.5
 
 
-def test_gate_needs_the_current_gain_of_gate_current_and_no_zh_mean_loss():
-    from memctl.tune_rerank import GATE_CURRENT
-
+def _forty_each() -> dict[str, list[Query]]:
+    """One LoCoMo question per tuning set; 40 current, 40 en-en and 40 zh-zh questions per zh/en set (all rank 2)."""
     sets = {k: [Query(k, "single-hop", np.zeros((2, 3)), np.array([0.0, 1.0]), 2)] for k in LOCOMO_TUNE}
-    # 40 current questions per zh/en set (and 40 en-en): one current question moves from rank 2 to 1, +.0125
-    # current MRR per set, under GATE_CURRENT (.02): not shipped; two of them (+.025): shipped.
     for k in ZH_DIRS:
-        sets[k] = [Query(k, "current", np.zeros((2, 3)), np.array([0.0, 1.0]), 2) for _ in range(40)] + [
-            Query(k, "en-en", np.zeros((2, 3)), np.array([0.0, 1.0]), 2) for _ in range(40)]
+        sets[k] = [Query(k, c, np.zeros((2, 3)), np.array([0.0, 1.0]), 2) for c in ("current", "en-en", "zh-zh")
+                   for _ in range(40)]
+    return sets
+
+
+def test_gate_needs_the_zh_mean_gain_of_gate_zh():
+    from memctl.tune_rerank import GATE_ZH
+
+    sets = _forty_each()
     ref = {k: [2] * len(qs) for k, qs in sets.items()}
-    one = summary(sets, {k: ([2] if k in LOCOMO_TUNE else [1] + [2] * 79) for k in sets}, ref)
-    assert 0 < one["zh_direction_mrr_change"]["current"] < GATE_CURRENT and not one["gate"]
-    two = summary(sets, {k: ([2] if k in LOCOMO_TUNE else [1, 1] + [2] * 78) for k in sets}, ref)
-    assert two["zh_direction_mrr_change"]["current"] >= GATE_CURRENT and two["gate"]
-    # The same current gain while every en-en question of one set falls from rank 2 to 3 (en-en -.167 in that set,
-    # -.012 over the 14 sets; the zh/en mean -.0012): below the zh/en mean and the direction bound, not shipped.
-    first = next(iter(ZH_DIRS))
-    res = summary(sets, {k: ([2] if k in LOCOMO_TUNE else [1, 1] + [2] * 38 + ([3] * 40 if k == first else [2] * 40))
-                         for k in sets}, ref)
-    assert res["zh_direction_mrr_change"]["current"] >= GATE_CURRENT and not res["gate"]
+    # One zh-zh question per set moves from rank 2 to 1: +.5 / 120 = +.0042 zh/en mean, under GATE_ZH (.005): not
+    # shipped; two (+.0083): shipped.
+    one = summary(sets, {k: ([2] if k in LOCOMO_TUNE else [2] * 80 + [1] + [2] * 39) for k in sets}, ref)
+    assert 0 < one["zh_mean_mrr"]["new"] - one["zh_mean_mrr"]["base"] < GATE_ZH and not one["gate"]
+    two = summary(sets, {k: ([2] if k in LOCOMO_TUNE else [2] * 80 + [1, 1] + [2] * 38) for k in sets}, ref)
+    assert two["zh_mean_mrr"]["new"] - two["zh_mean_mrr"]["base"] >= GATE_ZH and two["gate"]
+
+
+def test_gate_needs_current_en_en_and_mixed_not_down_together():
+    sets = _forty_each()
+    ref = {k: [2] * len(qs) for k, qs in sets.items()}
+    # Ten zh-zh questions per set move from 2 to 1 (+.125 zh-zh, zh/en mean +.04) while one en-en question falls from
+    # 2 to 3 (-.0042 en-en: within the direction bound): the group is down together, not shipped.
+    zh_only = [2] * 40 + [3] + [2] * 39 + [1] * 10 + [2] * 30
+    res = summary(sets, {k: ([2] if k in LOCOMO_TUNE else zh_only) for k in sets}, ref)
+    assert -0.005 < res["zh_direction_mrr_change"]["en-en"] < 0 and not res["gate"]
+    # The same with one current question moved from 2 to 1 (+.0125): the group is up, shipped.
+    with_current = [1] + zh_only[1:]
+    assert summary(sets, {k: ([2] if k in LOCOMO_TUNE else with_current) for k in sets}, ref)["gate"]
 
 
 def test_narrow_keeps_a_prefix_of_the_features():
