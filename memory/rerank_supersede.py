@@ -213,12 +213,7 @@ def change_matrix(vectors: np.ndarray | None, head: Sequence[SearchHit], stamps:
     st = np.asarray(stamps, dtype=float)
     mask = (st[None, :] - st[:, None] >= MIN_GAP) & (says[None, :] > 0)  # mask[i, j]: j later and announces a change
     found = mask.any(axis=1)
-    words = [_slot_words(h.record.content) for h in head]
-    lens = np.fromiter((len(w) for w in words), dtype=np.intp, count=n)
-    prod = _overlaps(words, lens) if lens.sum() else np.zeros((n, n))
-    size = lens.astype(float)
-    denom = size[:, None] + size[None, :]
-    dice = np.divide(2.0 * prod, denom, out=np.zeros((n, n)), where=denom > 0)
+    dice = _slot_dice(head)
     d = np.where(mask, dice, -1.0)
     if vectors is not None:
         v = np.asarray(vectors, dtype=np.float32)
@@ -239,6 +234,18 @@ def change_matrix(vectors: np.ndarray | None, head: Sequence[SearchHit], stamps:
 def asks_before(query: str) -> float:
     """1 when the question names an earlier state in words the "originally" rule does not read."""
     return float(bool(_BEFORE.search(query)))
+
+
+def _slot_dice(head: Sequence[SearchHit]) -> np.ndarray:
+    """``(n, n)`` content-term Dice of each two candidates' slot words (0 where neither has any); the
+    superseded and change groups both read it."""
+    n = len(head)
+    words = [_slot_words(h.record.content) for h in head]
+    lens = np.fromiter((len(w) for w in words), dtype=np.intp, count=n)
+    prod = _overlaps(words, lens) if lens.sum() else np.zeros((n, n))
+    size = lens.astype(float)
+    denom = size[:, None] + size[None, :]
+    return np.divide(2.0 * prod, denom, out=np.zeros((n, n)), where=denom > 0)
 
 
 def _overlaps(words: Sequence[np.ndarray], lens: np.ndarray) -> np.ndarray:
@@ -276,12 +283,7 @@ def supersede_matrix(head: Sequence[SearchHit], query: str, stamps: Sequence[flo
     out = np.empty((n, len(SUPERSEDE_FEATURES)))
     if not n:
         return out
-    words = [_slot_words(h.record.content) for h in head]
-    lens = np.fromiter((len(w) for w in words), dtype=np.intp, count=n)
-    prod = _overlaps(words, lens) if lens.sum() else np.zeros((n, n))
-    size = lens.astype(float)
-    denom = size[:, None] + size[None, :]
-    dice = np.divide(2.0 * prod, denom, out=np.zeros((n, n)), where=denom > 0)
+    dice = _slot_dice(head)
     st = np.asarray(stamps, dtype=float)
     later = st[None, :] - st[:, None] >= MIN_GAP   # later[i, j]: j written at least MIN_GAP after i
     earlier = later.T
