@@ -11,7 +11,7 @@ import pytest
 from memory.errors import InvalidConfig
 from memory.query import plan_query
 from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, SearchHit
-from memory.rerank import FEATURES, MODEL_FILE, RerankModel, apply, candidate_features
+from memory.rerank import _SUP, FEATURES, MODEL_FILE, RerankModel, apply, candidate_features
 
 NOW = datetime(2023, 10, 22, 12, 0, tzinfo=UTC)
 DAY1 = datetime(2023, 5, 1, tzinfo=UTC)
@@ -32,6 +32,22 @@ def hit(rid: str, content: str, score: float, *, vector: float, created: datetim
 
 def col(x: np.ndarray, name: str) -> np.ndarray:
     return x[:, FEATURES.index(name)]
+
+
+def vector_group_order(hits: list[SearchHit], plan, vectors: np.ndarray, feature: str, width: int) -> list[str]:
+    """For a feature group that reads stored vectors: a model of the shipped width (``_SUP``) never fetches them, and a
+    model of ``width`` features with one split on ``feature`` (above .5 first) fetches them once; its order (ids)."""
+    calls: list[int] = []
+
+    def fetch(head):
+        calls.append(len(head))
+        return vectors
+    apply(hits, plan, {}, RerankModel(FEATURES[:_SUP], 0.0, (), 50, {}), vectors=fetch)
+    assert calls == []
+    tree = np.array([[FEATURES.index(feature), 0.5, 1, 2, 0.0], [-1, 0, 0, 0, 1.0], [-1, 0, 0, 0, -1.0]])
+    out = apply(hits, plan, {}, RerankModel(FEATURES[:width], 0.0, (tree,), 50, {}), vectors=fetch)
+    assert calls == [len(hits)]
+    return [h.record.id for h in out]
 
 
 def one_split_model(feature: str, threshold: float, low: float, high: float, depth: int = 50) -> RerankModel:

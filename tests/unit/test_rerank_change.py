@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from memory.query import plan_query
-from memory.rerank import _CHG, _SUP, FEATURES, RerankModel, apply, candidate_features
+from memory.rerank import _CHG, _SUP, FEATURES, candidate_features
 from memory.rerank_context import ABSENT
 from memory.rerank_supersede import CHANGE_FEATURES, change_matrix, says_change
-from tests.unit.test_rerank import DAY2, NOW, col, hit
+from tests.unit.test_rerank import DAY2, NOW, col, hit, vector_group_order
 
 OLD_EN = "Zhou Hao: The TA is Wang Ting. Her office hours are Wednesday afternoons, 2 to 4, in room 217."
 NEW_EN = "Zhou Hao: Oh and Wang Ting moved her office hours to Friday mornings, 9 to 11, same room."
@@ -65,14 +65,5 @@ def test_the_group_follows_the_superseded_one_and_the_shipped_prefix_neither_com
     assert candidate_features(hits, plan, {}, width=_SUP, vectors=v).shape == (2, _SUP)
     x = candidate_features(hits, plan, {}, width=_CHG, vectors=v)
     assert list(col(x, "says_change")) == [0.0, 1.0] and col(x, "change_cos")[0] > 0.5
-    calls = []
-
-    def fetch(head):
-        calls.append(len(head))
-        return v
-    apply(hits, plan, {}, RerankModel(FEATURES[:_SUP], 0.0, (), 50, {}), vectors=fetch)
-    assert calls == []
     # A model reading the group ranks by it: a one-split tree on change_cos puts the update first.
-    tree = np.array([[FEATURES.index("change_cos"), 0.5, 1, 2, 0.0], [-1, 0, 0, 0, 1.0], [-1, 0, 0, 0, -1.0]])
-    out = apply(hits, plan, {}, RerankModel(FEATURES[:_CHG], 0.0, (tree,), 50, {}), vectors=fetch)
-    assert calls == [2] and [h.record.id for h in out] == ["new", "old"]
+    assert vector_group_order(hits, plan, v, "change_cos", _CHG) == ["new", "old"]

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from memory.query import plan_query
-from memory.rerank import _CHG, _SLOT, _SUP, FEATURES, RerankModel, apply, candidate_features
+from memory.rerank import _CHG, _SLOT, FEATURES, candidate_features
 from memory.rerank_supersede import (
     SLOT_COS, SLOT_FEATURES, slot_matrix, slot_pairs, slot_values, values_differ,
 )
-from tests.unit.test_rerank import DAY1, DAY2, NOW, col, hit
+from tests.unit.test_rerank import DAY1, DAY2, NOW, col, hit, vector_group_order
 
 OLD_ZH = "周敏: 押金是200元，到店抵扣"
 NEW_EN = "Zhou Min: the deposit is now 300 yuan, deducted on arrival"  # cosine .57 with OLD_ZH
@@ -73,17 +73,8 @@ def test_the_group_follows_the_change_one_and_the_shipped_prefix_never_fetches_v
     v = vectors([h.record.content for h in hits])
     x = candidate_features(hits, plan, {}, width=_SLOT, vectors=v)
     assert x.shape == (2, _SLOT) and list(col(x, "slot_newer")) == [1, 0]
-    calls = []
-
-    def fetch(head):
-        calls.append(len(head))
-        return v
-    apply(hits, plan, {}, RerankModel(FEATURES[:_SUP], 0.0, (), 50, {}), vectors=fetch)
-    assert calls == []
     # A model reading the group ranks by it: a one-split tree on slot_newer puts the newer value first.
-    tree = np.array([[FEATURES.index("slot_newer"), 0.5, 1, 2, 0.0], [-1, 0, 0, 0, 1.0], [-1, 0, 0, 0, -1.0]])
-    out = apply(hits, plan, {}, RerankModel(FEATURES[:_SLOT], 0.0, (tree,), 50, {}), vectors=fetch)
-    assert calls == [2] and [h.record.id for h in out] == ["b", "a"]
+    assert vector_group_order(hits, plan, v, "slot_newer", _SLOT) == ["b", "a"]
 
 
 def test_search_reads_stored_vectors_once_per_version(service, monkeypatch):
