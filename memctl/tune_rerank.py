@@ -42,8 +42,8 @@ from memory import scoring
 from memory.query import RerankWeights, plan_query, rerank
 from memory.errors import InvalidConfig
 from memory.rerank import (
-    CHANGE_FEATURES, FEATURES, MODEL_FILE, SCRIPT_FEATURES, SLOT_FEATURES, VECTOR_FEATURES, RerankModel,
-    candidate_features,
+    CHANGE_FEATURES, FEATURES, MODEL_FILE, SCRIPT_FEATURES, SCRIPT_NO_BRIDGE, SLOT_FEATURES, VECTOR_FEATURES,
+    RerankModel, candidate_features,
 )
 from memory.rerank_supersede import _slot_words
 from memory.settings import MemorySettings, ScoringSettings
@@ -63,7 +63,8 @@ GRID: tuple[tuple[int, int, float, int], ...] = ((5, 300, 0.05, 40),)
 # (memory.rerank_context) moved the out-of-set LoCoMo tuning MRR by -.008 to +.001 and the zh/en mean
 # MRR by -.001 to +.001 in stop 28 (scripts/rerank_lab.py); no model reads them.
 WIDTH_49 = FEATURES.index(SCRIPT_FEATURES[0])  # the own and superseded groups (the script group follows them)
-WIDTH_S53 = FEATURES.index(CHANGE_FEATURES[0])  # and the script group (stop 34; the change group follows it)
+WIDTH_S53 = WIDTH_49 + SCRIPT_NO_BRIDGE  # and the script group without bridge_cov (stop 34)
+WIDTH_S54 = FEATURES.index(CHANGE_FEATURES[0])  # and the whole script group (stop 34; the change group follows it)
 WIDTH_C53 = FEATURES.index(SLOT_FEATURES[0])  # and the change group (stop 33, 53 then; 57 with the script group)
 WIDTH_57 = FEATURES.index(VECTOR_FEATURES[0])  # and the same-slot group (stop 33; 61 with the script group)
 WIDTH_47 = WIDTH_49 - 2  # without echo_prev / echo_next, the superseded group's last two
@@ -142,6 +143,8 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
     # the other script than the question while the listed turns are in its script (48 of 170; 38 in en-en / zh-zh),
     # lifted by its imputed keyword part: the script group (SCRIPT_FEATURES), fitted and scored with the listed evidence.
     ("s53_script", WIDTH_S53, "evidence"),
+    # The variant: the whole group, with the question's lexicon coverage of each candidate (bridge_cov).
+    ("s54_script_bridge", WIDTH_S54, "evidence"),
 )
 # The ship gate (stop 30, fixed before the run), out of set against the shipped model's own out-of-set ranks,
 # all scored with the restatement labels: the zh/en sets' mean MRR up by GATE_ZH, the LoCoMo tuning MRR down

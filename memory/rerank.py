@@ -45,7 +45,7 @@ from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, te
 from memory.rerank_supersede import (
     CHANGE_FEATURES, SLOT_FEATURES, SUPERSEDE_FEATURES, change_matrix, slot_matrix, supersede_matrix,
 )
-from memory.scoring import han_share, keyword_visibility
+from memory.scoring import bridge_coverage, han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
 
@@ -65,7 +65,13 @@ FEATURES: tuple[str, ...] = (
 # cosines are on different scales, and the 49 read only the cosine over every candidate: these read it within the
 # candidate's script and against the best candidate in the question's script. Right after the superseded group, so
 # the 49-feature prefix is unchanged (the change group follows them).
-SCRIPT_FEATURES: tuple[str, ...] = ("script_vec_rank", "script_vec_gap", "qscript_vec_gap", "qscript_share")
+# bridge_cov, last (a model may read the first four without it): the question's bilingual-lexicon coverage in the
+# candidate (memory.cedict, as the fusion's bridge reads it), which the fusion adds times bridge_bonus (3) to an
+# other-script turn's imputed keyword part, so that part saturates at 1 for any coverage >= 1/3 and the keyword
+# feature no longer tells a turn that covers a third of the question from one that covers all of it.
+SCRIPT_FEATURES: tuple[str, ...] = ("script_vec_rank", "script_vec_gap", "qscript_vec_gap", "qscript_share",
+                                    "bridge_cov")
+SCRIPT_NO_BRIDGE = 4  # the group without bridge_cov (no lexicon lookup)
 FEATURES += SCRIPT_FEATURES
 # The update's own wording (memory.rerank_supersede.change_matrix, stop 33): after the superseded group (and the
 # script group, stop 34), so the 49-feature prefix is unchanged (the same-slot group follows them).
@@ -174,7 +180,8 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SCR, _CHG, _SLOT, _VEC, len(FEATURES))
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SUP + SCRIPT_NO_BRIDGE, _SCR, _CHG, _SLOT, _VEC,
+                                                                 len(FEATURES))
                                                        if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
@@ -202,7 +209,9 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        x[:, _SUP:_SCR] = script_matrix(vec, mh_a, qh)
+        cov = (bridge_coverage(q, qh, [h.record.content for h in hits]) or [0.0] * n
+               if cols > _SUP + SCRIPT_NO_BRIDGE else None)
+        x[:, _SUP:min(cols, _SCR)] = script_matrix(vec, mh_a, qh, cov)
     if cols > _SCR:
         x[:, _SCR:_CHG] = change_matrix(vectors, hits, stamps)
     if cols > _CHG:
@@ -217,10 +226,12 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     return x
 
 
-def script_matrix(vec: np.ndarray, m_han: np.ndarray, q_han: float) -> np.ndarray:
+def script_matrix(vec: np.ndarray, m_han: np.ndarray, q_han: float, cov: Sequence[float] | None = None) -> np.ndarray:
     """:data:`SCRIPT_FEATURES` columns: the candidate's dense cosine (``vec``) ranked and gapped within the candidates of
     its own script (Han share >= .5 or not, as ``m_han`` says), its gap to the best cosine among the candidates in the
-    question's script (ABSENT when there is none), and the share of candidates in the question's script.
+    question's script (ABSENT when there is none), the share of candidates in the question's script, and ``cov``
+    (the question's bilingual-lexicon coverage per candidate, :func:`memory.scoring.bridge_coverage`; None: the
+    column is left out, a model reading the first four does not look words up).
 
     Why: a cross-language cosine runs lower than a same-language one for the same fact, so "vector_gap" over every
     candidate mixes two scales; within a script the scale is one, and the gap to the question's script says how far
@@ -234,7 +245,8 @@ def script_matrix(vec: np.ndarray, m_han: np.ndarray, q_han: float) -> np.ndarra
             gap[g] = vec[g].max() - vec[g]
     same = zh == (q_han >= 0.5)
     q_gap = vec[same].max() - vec if same.any() else np.full(n, ABSENT)
-    return np.column_stack((rank, gap, q_gap, np.full(n, same.mean() if n else 0.0)))
+    cols = [rank, gap, q_gap, np.full(n, same.mean() if n else 0.0)]
+    return np.column_stack(cols if cov is None else cols + [np.asarray(cov, dtype=float)])
 
 
 def switch_features(vec: np.ndarray, vec_rank: np.ndarray, raw: np.ndarray | None) -> np.ndarray:
