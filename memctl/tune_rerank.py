@@ -142,6 +142,13 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
     # 5 and the default none (34 questions on zh_en_10 ... zh_en_16), the default's top 5 holds most often a turn in
     # the other script than the question while the listed turns are in its script (48 of 170; 38 in en-en / zh-zh),
     # lifted by its imputed keyword part: the script group (SCRIPT_FEATURES), fitted and scored with the listed evidence.
+    # Out of set on the 21 sets, listed evidence, against the shipped 49-feature configuration refitted on them
+    # (reference: LoCoMo tuning MRR .6430, zh/en mean MRR .7461, zh/en pooled R@5 .9205): s53 .6434 / .7462 / .9195
+    # (MRR current -.0136, zh-zh -.0065, zh->en +.0184; R@5 current -.0087, en-en -.0060, zh-zh +.0062); the variant
+    # s54 (+ bridge_cov) .6397 / .7473 / .9184 (MRR current -.0137, zh-zh -.0090, zh->en +.0241, en->zh +.0078; R@5
+    # en-en -.0102, mixed -.0123). Both gain the cross-language directions and lose the same-language ones and
+    # current; neither passes stop 34's gate; the shipped file was kept and no model reads the script group (--jobs 1,
+    # three drivers at once at load 3-7: 31 min for the reference's 21 fits, 34 and 32 min for s53 and s54).
     ("s53_script", WIDTH_S53, "evidence"),
     # The variant: the whole group, with the question's lexicon coverage of each candidate (bridge_cov).
     ("s54_script_bridge", WIDTH_S54, "evidence"),

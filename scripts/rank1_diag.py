@@ -6,6 +6,11 @@
 --top5 (stop 34, retr21): the questions where dense-only has a listed turn in its top 5 and the default has none:
 the default's (and the linear ranking's) rank of the best listed turn (6-10, 11-50, dropped from the 50) and, for each
 of the default's top 5, its kind (below) and its script and channel (keyword match / in dense's top 50 / both).
+Stop 34 on zh_en_10 ... zh_en_16 (1,268 questions): 34 such questions (en-en 14, current 6, en->zh 4, zh-zh 4, mixed 3,
+zh->en 3); the default ranks the listed turn 6-10 in 25, 11-50 in 9, never below 50; the linear ranking had it in its
+top 5 in 14. Of the 170 turns in the default's top 5: other_lang 48 (en-en 30, zh-zh 8; median cosine .21 against
+.27-.36 for the other kinds, imputed keyword part median .79), other 61, neighbour 16, newer_slot 14, lang_match 13
+(en->zh 6, zh->en 5), older_slot 9, restatement 4, same_session_slot 4, asks 1.
 
 Ingests each zh/en set as ``memctl eval retrieval`` does (one store), searches every question with the shipped
 settings ("hybrid") and with the vector channel alone ("dense", memctl.evaluation.MODES), and keeps the questions
