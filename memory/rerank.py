@@ -10,8 +10,9 @@ leaves every later hit where it was.
 Features per (question, candidate) come only from what search already computed, plus query-term
 coverage of the turn and of its retrieval context (:data:`FEATURES`; a few microseconds a
 candidate). The later ones read a candidate against the others: whether a newer candidate states
-the same slot (:mod:`memory.rerank_supersede`: by shared terms, then by stored vectors and values), then what a dense-channel switch did to its vector
-score (:data:`VECTOR_FEATURES`), then its session, its neighbour turns, its rank among every
+the same slot by shared terms (:mod:`memory.rerank_supersede`), its cosine within its own script and against the
+question's (:data:`SCRIPT_FEATURES`), its change wording and same slot by stored vectors and values, then what a
+dense-channel switch did to its vector score (:data:`VECTOR_FEATURES`), then its session, its neighbour turns, its rank among every
 candidate, the top hits' terms, the question's Han bigrams (:mod:`memory.rerank_context`);
 a model reads a prefix of :data:`FEATURES`, and features past it are not computed, so a model
 fitted without them costs nothing more. The model is plain JSON
@@ -44,7 +45,7 @@ from memory.rerank_context import ABSENT, CONTEXT_FEATURES, context_features, te
 from memory.rerank_supersede import (
     CHANGE_FEATURES, SLOT_FEATURES, SUPERSEDE_FEATURES, change_matrix, slot_matrix, supersede_matrix,
 )
-from memory.scoring import han_share, keyword_visibility
+from memory.scoring import bridge_coverage, han_share, keyword_visibility
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
 
@@ -56,8 +57,24 @@ FEATURES: tuple[str, ...] = (
     "named_any", "in_window", "has_window", "wants_time", "states_time", "wants_current", "asks_past",
     "asks", "log_chars", "n_candidates", "q_terms", "session_n", "session_gap", "prev_gap", "next_gap",
 ) + SUPERSEDE_FEATURES
-# The update's own wording (memory.rerank_supersede.change_matrix, stop 33): right after the superseded group, so the
-# 49-feature prefix is unchanged and a model reading these reads the 49 and 4 (the same-slot group follows them).
+# Each candidate's vector read within its own script (script_matrix, stop 34, issue 16 "hybrid >= dense in R@5"): on
+# zh_en_10 ... zh_en_16, where dense-only had a listed turn in its top 5 and the default none (34 questions), 48 of the
+# 170 turns in the default's top 5 were turns in the other script than the question while every listed turn was in
+# its script (38 of them in en-en / zh-zh), lifted by an imputed keyword part at a cross-language cosine the
+# dense channel ranks lower; 13 more were same-script turns above a cross-language listed one. Cross- and same-language
+# cosines are on different scales, and the 49 read only the cosine over every candidate: these read it within the
+# candidate's script and against the best candidate in the question's script. Right after the superseded group, so
+# the 49-feature prefix is unchanged (the change group follows them).
+# bridge_cov, last (a model may read the first four without it): the question's bilingual-lexicon coverage in the
+# candidate (memory.cedict, as the fusion's bridge reads it), which the fusion adds times bridge_bonus (3) to an
+# other-script turn's imputed keyword part, so that part saturates at 1 for any coverage >= 1/3 and the keyword
+# feature no longer tells a turn that covers a third of the question from one that covers all of it.
+SCRIPT_FEATURES: tuple[str, ...] = ("script_vec_rank", "script_vec_gap", "qscript_vec_gap", "qscript_share",
+                                    "bridge_cov")
+SCRIPT_NO_BRIDGE = 4  # the group without bridge_cov (no lexicon lookup)
+FEATURES += SCRIPT_FEATURES
+# The update's own wording (memory.rerank_supersede.change_matrix, stop 33): after the superseded group (and the
+# script group, stop 34), so the 49-feature prefix is unchanged (the same-slot group follows them).
 FEATURES += CHANGE_FEATURES
 # The cross-language same-slot reading over the candidates' stored vectors (memory.rerank_supersede.slot_matrix,
 # stop 32): right after the superseded group, so the 49-feature prefix is unchanged and a model fitted without
@@ -71,12 +88,13 @@ FEATURES += SLOT_FEATURES
 # model fitted on fewer (the shipped one) never computes them.
 VECTOR_FEATURES: tuple[str, ...] = ("vector_raw", "vector_raw_gap", "vector_raw_rank", "vector_rank_shift", "adapted")
 FEATURES += VECTOR_FEATURES + CONTEXT_FEATURES
-# The features computed here; then memory.rerank_supersede's three groups (superseded, change, same-slot); then the
-# switch group; then memory.rerank_context's.
+# The features computed here; then memory.rerank_supersede's superseded group, the script group (here), then
+# memory.rerank_supersede's change and same-slot groups; then the switch group; then memory.rerank_context's.
 _OWN = (len(FEATURES) - len(CONTEXT_FEATURES) - len(VECTOR_FEATURES) - len(SLOT_FEATURES) - len(CHANGE_FEATURES)
-        - len(SUPERSEDE_FEATURES))
+        - len(SCRIPT_FEATURES) - len(SUPERSEDE_FEATURES))
 _SUP = _OWN + len(SUPERSEDE_FEATURES)
-_CHG = _SUP + len(CHANGE_FEATURES)
+_SCR = _SUP + len(SCRIPT_FEATURES)
+_CHG = _SCR + len(CHANGE_FEATURES)
 _SLOT = _CHG + len(SLOT_FEATURES)
 _VEC = _SLOT + len(VECTOR_FEATURES)
 
@@ -162,7 +180,8 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _CHG, _SLOT, _VEC, len(FEATURES))
+    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SUP + SCRIPT_NO_BRIDGE, _SCR, _CHG, _SLOT, _VEC,
+                                                                 len(FEATURES))
                                                        if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
@@ -190,7 +209,11 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        x[:, _SUP:_CHG] = change_matrix(vectors, hits, stamps)
+        cov = (bridge_coverage(q, qh, [h.record.content for h in hits]) or [0.0] * n
+               if cols > _SUP + SCRIPT_NO_BRIDGE else None)
+        x[:, _SUP:min(cols, _SCR)] = script_matrix(vec, mh_a, qh, cov)
+    if cols > _SCR:
+        x[:, _SCR:_CHG] = change_matrix(vectors, hits, stamps)
     if cols > _CHG:
         x[:, _CHG:_SLOT] = slot_matrix(vectors, hits, stamps)
     if cols > _SLOT:
@@ -201,6 +224,29 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
         pool_raw = raw + [float(bm25.get(h.record.id) or 0.0) for h in pool[n:]]
         x[:, _VEC:] = context_features(hits, pool, q, raw, pool_raw, contexts, stamps, neighbours)
     return x
+
+
+def script_matrix(vec: np.ndarray, m_han: np.ndarray, q_han: float, cov: Sequence[float] | None = None) -> np.ndarray:
+    """:data:`SCRIPT_FEATURES` columns: the candidate's dense cosine (``vec``) ranked and gapped within the candidates of
+    its own script (Han share >= .5 or not, as ``m_han`` says), its gap to the best cosine among the candidates in the
+    question's script (ABSENT when there is none), the share of candidates in the question's script, and ``cov``
+    (the question's bilingual-lexicon coverage per candidate, :func:`memory.scoring.bridge_coverage`; None: the
+    column is left out, a model reading the first four does not look words up).
+
+    Why: a cross-language cosine runs lower than a same-language one for the same fact, so "vector_gap" over every
+    candidate mixes two scales; within a script the scale is one, and the gap to the question's script says how far
+    below the same-language best an other-script turn (lifted by its imputed keyword part) sits."""
+    n = len(vec)
+    zh = m_han >= 0.5
+    rank, gap = np.zeros(n), np.zeros(n)
+    for g in (zh, ~zh):
+        if g.any():
+            rank[g] = _ranks(vec[g])
+            gap[g] = vec[g].max() - vec[g]
+    same = zh == (q_han >= 0.5)
+    q_gap = vec[same].max() - vec if same.any() else np.full(n, ABSENT)
+    cols = [rank, gap, q_gap, np.full(n, same.mean() if n else 0.0)]
+    return np.column_stack(cols if cov is None else cols + [np.asarray(cov, dtype=float)])
 
 
 def switch_features(vec: np.ndarray, vec_rank: np.ndarray, raw: np.ndarray | None) -> np.ndarray:
@@ -372,7 +418,7 @@ def apply(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, float |
         return list(hits)
     width = len(model.features)
     cos = raw_cos(head) if raw_cos is not None and width > _SLOT else None
-    vecs = vectors(head) if vectors is not None and width > _SUP else None
+    vecs = vectors(head) if vectors is not None and width > _SCR else None
     z = model.log_odds(candidate_features(head, plan, bm25, hits, width, cos, vecs))
     # Highest log-odds first, ties in the earlier order: a stable sort of -z (sorted() with a (-z[i], i) key read
     # 50 numpy scalars).

@@ -1,7 +1,16 @@
 """Where dense-only wins rank 1 and the default search loses it (issue 16, stop 33): what the default puts first.
 
     HF_HUB_OFFLINE=1 nice -n 5 .venv/bin/python scripts/rank1_diag.py [--cache /tmp/emb.pkl] [--sets zh_en_15 ...]
-        [--show N]
+        [--show N] [--top5]
+
+--top5 (stop 34, retr21): the questions where dense-only has a listed turn in its top 5 and the default has none:
+the default's (and the linear ranking's) rank of the best listed turn (6-10, 11-50, dropped from the 50) and, for each
+of the default's top 5, its kind (below) and its script and channel (keyword match / in dense's top 50 / both).
+Stop 34 on zh_en_10 ... zh_en_16 (1,268 questions): 34 such questions (en-en 14, current 6, en->zh 4, zh-zh 4, mixed 3,
+zh->en 3); the default ranks the listed turn 6-10 in 25, 11-50 in 9, never below 50; the linear ranking had it in its
+top 5 in 14. Of the 170 turns in the default's top 5: other_lang 48 (en-en 30, zh-zh 8; median cosine .21 against
+.27-.36 for the other kinds, imputed keyword part median .79), other 61, neighbour 16, newer_slot 14, lang_match 13
+(en->zh 6, zh->en 5), older_slot 9, restatement 4, same_session_slot 4, asks 1.
 
 Ingests each zh/en set as ``memctl eval retrieval`` does (one store), searches every question with the shipped
 settings ("hybrid") and with the vector channel alone ("dense", memctl.evaluation.MODES), and keeps the questions
@@ -19,7 +28,7 @@ where dense has a listed turn at rank 1 and hybrid does not. Each such question'
   other        another fact
 
 "Same slot": content-term Dice (tune_rerank.dice) >= SLOT_DICE or stored-vector cosine >= SLOT_COS with a listed turn.
-Fitting sets only (zh_en_15 became one at stop 33); never the held-out set. Nothing is written to memory/.
+Fitting sets only (zh_en_16 became one at stop 34); never the held-out set (zh_en_17). Nothing is written to memory/.
 """
 
 from __future__ import annotations
@@ -78,6 +87,110 @@ def kind_of(top: Any, ev: list[Any], by_id: dict[str, Any], order: dict[str, int
     return "other"
 
 
+def rank_bucket(r: int | None) -> str:
+    """Where the default ranks a question's best listed turn when it is not in the top 5."""
+    return "6-10" if r is not None and r <= 10 else "11-50" if r is not None else "dropped"
+
+
+def occupant_tags(hit: Any, q_han: float, ev: list[Any], dense50: list[str]) -> tuple[str, str, str]:
+    """Script of a top-5 occupant against the question and the listed turns, and how each channel found it:
+    (same / other script as the question; "ev_other": every listed turn is in the other script;
+    "kw_only" / "vec_only" / "both": a keyword match (breakdown.keyword > 0) and / or in dense's top 50)."""
+    same = (han_share(hit.record.content) >= 0.5) == (q_han >= 0.5)
+    ev_other = all((han_share(e.content) >= 0.5) != (q_han >= 0.5) for e in ev)
+    kw, vec = hit.breakdown.keyword > 0, hit.record.metadata.extra.get("dia_id") in dense50
+    chan = "both" if kw and vec else "kw_only" if kw else "vec_only" if vec else "neither"
+    return ("same" if same else "other"), ("ev_other" if ev_other else "ev_same_or_mixed"), chan
+
+
+def run_set_top5(name: str, emb: DiskCachedEmbedder, show: int) -> list[dict[str, Any]]:
+    """Questions where dense-only has a listed turn in its top 5 and the default has none (brief retr21): the
+    default's and the linear ranking's rank of the best listed turn, and the kind and tags of each of the
+    default's top 5 (:func:`kind_of`, :func:`occupant_tags`)."""
+    d = ROOT / "tests" / "data" / name
+    turns, questions = load_dataset(d)
+    settings = MemorySettings(path=":memory:")
+    out: list[dict[str, Any]] = []
+    with MemoryService.from_settings(settings, embedder=emb) as svc:  # type: ignore[arg-type]
+        for conv, ts in turns.items():
+            svc.write_many(NewMemory(ts[j].content, _ns(conv), {"type": "conversation", "source": "locomo",
+                                                                "extra": _turn_extra(ts, j, 2)},
+                                     id=_turn_id(conv, j, ts[j].dia_id), created_at=ts[j].session_date)
+                           for j in range(len(ts)))
+        as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
+        shipped = svc.settings
+        hits: dict[str, dict[str, list[Any]]] = {}
+        for mode in ("hybrid", "dense", "linear"):
+            svc.settings = shipped.model_copy(update={"scoring": shipped.scoring.model_copy(update=MODES[mode])})
+            hits[mode] = {q.question_id: svc.search(q.question, _ns(q.conversation_id), top_k=50,
+                                                     min_score=float("-inf"), min_sim=0.0,
+                                                     now=as_of[q.conversation_id]) for q in questions}
+        svc.settings = shipped
+    vec_all: dict[str, np.ndarray] = {}
+    for q in questions:
+        ts = turns[q.conversation_id]
+        by_id = {t.dia_id: t for t in ts}
+        order = {t.dia_id: k for k, t in enumerate(ts)}
+        ids = {m: [h.record.metadata.extra.get("dia_id") for h in hits[m][q.question_id]] for m in hits}
+        listed = set(q.evidence)
+
+        def best(m: str) -> int | None:
+            return next((i for i, x in enumerate(ids[m], 1) if x in listed), None)
+
+        rd, rh, rl = best("dense"), best("hybrid"), best("linear")
+        if rd is None or rd > 5 or (rh is not None and rh <= 5):
+            continue
+        if q.conversation_id not in vec_all:
+            vec_all[q.conversation_id] = dict(zip([t.dia_id for t in ts], emb.embed_documents([t.content for t in ts]),
+                                                  strict=True))  # type: ignore[assignment]
+        vec = vec_all[q.conversation_id]
+        ev = [by_id[e] for e in q.evidence]
+        qh = han_share(q.question)
+        occ = []
+        for h in hits["hybrid"][q.question_id][:5]:
+            top = by_id[h.record.metadata.extra.get("dia_id")]
+            occ.append((kind_of(top, ev, by_id, order, qh, vec), *occupant_tags(h, qh, ev, ids["dense"])))  # type: ignore[arg-type]
+        first = next(e for e in ids["dense"] if e in listed)
+        out.append({"set": name, "cat": q.category, "hyb": rank_bucket(rh), "lin": rank_bucket(rl)
+                    if rl is None or rl > 5 else "1-5", "ev_cross": (han_share(by_id[first].content) >= 0.5) != (qh >= 0.5),
+                    "ev_kw": any(h.breakdown.keyword > 0 for h in hits["hybrid"][q.question_id]
+                                 if h.record.metadata.extra.get("dia_id") == first), "occ": occ})
+        if show:
+            print(f"[{name} {q.category}] Q: {q.question}\n   listed {q.evidence} dense rank {rd} hybrid {rh} "
+                  f"linear {rl}: " + " || ".join(by_id[e].content[:80] for e in q.evidence))
+            for h, o in zip(hits["hybrid"][q.question_id][:5], occ, strict=True):
+                b = h.breakdown
+                print(f"     {o} kw {b.keyword:.3f} vec {b.vector:.3f} q {b.query:+.3f}: {h.record.content[:90]}")
+    return out
+
+
+def top5_table(rows: list[dict[str, Any]]) -> None:
+    """Counts by direction: the default's rank of the listed turn, the linear ranking's, and the top-5 occupants."""
+    cats = sorted({r["cat"] for r in rows}) + ["all"]
+    def sel(c: str) -> list[dict[str, Any]]:
+        return [r for r in rows if c in ("all", r["cat"])]
+    print(f"{len(rows)} questions: dense has a listed turn in its top 5, the default none")
+    print("direction".ljust(10) + "".join(h.rjust(9) for h in ("n", "h6-10", "h11-50", "hdrop", "lin1-5", "cross",
+                                                              "ev_kw")))
+    for c in cats:
+        rs = sel(c)
+        print(c.ljust(10) + "".join(str(v).rjust(9) for v in (
+            len(rs), sum(r["hyb"] == "6-10" for r in rs), sum(r["hyb"] == "11-50" for r in rs),
+            sum(r["hyb"] == "dropped" for r in rs), sum(r["lin"] == "1-5" for r in rs), sum(r["ev_cross"] for r in rs),
+            sum(r["ev_kw"] for r in rs))))
+    print("top-5 occupants by kind (rows: direction)")
+    print("direction".ljust(10) + "".join(k[:11].rjust(12) for k in KINDS))
+    for c in cats:
+        cnt = Counter(o[0] for r in sel(c) for o in r["occ"])
+        print(c.ljust(10) + "".join(str(cnt[k]).rjust(12) for k in KINDS))
+    print("top-5 occupants by script / channel (question script same|other, listed turn cross-language or not)")
+    keys = sorted({(o[1], o[2], o[3]) for r in rows for o in r["occ"]})
+    print("direction".ljust(10) + "".join("/".join(k).rjust(30) for k in keys))
+    for c in cats:
+        cnt2 = Counter((o[1], o[2], o[3]) for r in sel(c) for o in r["occ"])
+        print(c.ljust(10) + "".join(str(cnt2[k]).rjust(30) for k in keys))
+
+
 def run_set(name: str, emb: DiskCachedEmbedder, first_only: bool, show: int) -> list[tuple[str, str, str]]:
     d = ROOT / "tests" / "data" / name
     turns, questions = load_dataset(d)
@@ -128,12 +241,21 @@ def run_set(name: str, emb: DiskCachedEmbedder, first_only: bool, show: int) -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=None)
-    ap.add_argument("--sets", nargs="+", default=[f"zh_en_{i}" for i in range(10, 16)])
+    ap.add_argument("--sets", nargs="+", default=[f"zh_en_{i}" for i in range(10, 17)])
     ap.add_argument("--first-only", action="store_true", help="read only each question's first listed turn")
     ap.add_argument("--show", type=int, default=0, help="print up to N examples per kind per set")
+    ap.add_argument("--top5", action="store_true", help="dense has a listed turn in its top 5, the default none "
+                    "(brief retr21): the default's rank of it and what fills its top 5")
     args = ap.parse_args()
-    assert "zh_en_16" not in args.sets, "zh_en_16 is the held-out set"
+    assert "zh_en_17" not in args.sets, "zh_en_17 is the held-out set"
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
+    if args.top5:
+        t5: list[dict[str, Any]] = []
+        for name in args.sets:
+            t5 += run_set_top5(name, emb, args.show)
+            emb.save()
+        top5_table(t5)
+        return
     rows = []
     for name in args.sets:
         rows += run_set(name, emb, args.first_only, args.show)

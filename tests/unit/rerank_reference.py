@@ -11,10 +11,10 @@ import numpy as np
 
 from memory.query import QueryPlan, named_speakers
 from memory.records import SearchHit
-from memory.rerank import _CHG, _OWN, _SUP, _VEC, RerankModel, _content
+from memory.rerank import _CHG, _OWN, _SCR, _SUP, _VEC, SCRIPT_NO_BRIDGE, RerankModel, _content
 from memory.rerank_context import ABSENT, context_features, terms
 from memory.rerank_supersede import MIN_GAP, NEAR, _slot_words, asks_before, says_change
-from memory.scoring import han_share, keyword_visibility
+from memory.scoring import bridge_coverage, han_share, keyword_visibility
 
 
 def ranks(values: Sequence[float]) -> list[int]:
@@ -128,7 +128,8 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
     # with vectors); the switch group is not here (tests/unit/test_rerank_switch.py), so the context group is
     # computed only for the full width.
     slot: tuple[float, ...] = (-1.0, 0.0, 0.0, ABSENT) if width is None or width > _CHG else ()
-    change: list[tuple[float, ...]] = change_rows(hits, stamps) if width is None or width > _SUP else [()] * n
+    script: list[tuple[float, ...]] = script_rows(vecs, q, qh, hits, width) if width is None or width > _SUP else [()] * n
+    change: list[tuple[float, ...]] = change_rows(hits, stamps) if width is None or width > _SCR else [()] * n
     if width is None or width > _OWN:
         sup = supersede_rows(hits, q, stamps, before)
     if width is None or width > _VEC:
@@ -154,9 +155,29 @@ def features(hits: Sequence[SearchHit], plan: QueryPlan, bm25: Mapping[str, floa
             float(plan.window is not None), float(plan.wants_time), st_time,
             float(plan.wants_current), float(plan.asks_past), asked, log_chars,
             n, len(qt), len(session[stamps[i]]), best_s - session_best[stamps[i]],
-            prev_gap[i], next_gap[i], *sup[i], *change[i], *slot, *extra[i],
+            prev_gap[i], next_gap[i], *sup[i], *script[i], *change[i], *slot, *extra[i],
         ))
     return np.array(rows, dtype=float)
+
+
+def script_rows(vecs: Sequence[float], q: str, qh: float, hits: Sequence[SearchHit],
+                width: int | None) -> list[tuple[float, ...]]:
+    """The script group (stop 34) one candidate at a time: its cosine's rank and gap within its script, its gap to
+    the best cosine in the question's script (ABSENT: none), the share of candidates in the question's script, and
+    (for a width past the first four) the question's lexicon coverage in it."""
+    zh = [han_share(h.record.content) >= 0.5 for h in hits]
+    q_zh = qh >= 0.5
+    in_q = [v for v, z in zip(vecs, zh, strict=True) if z == q_zh]
+    cov = None
+    if width is None or width > _SUP + SCRIPT_NO_BRIDGE:
+        cov = bridge_coverage(q, qh, [h.record.content for h in hits]) or [0.0] * len(hits)
+    out = []
+    for i, (v, z) in enumerate(zip(vecs, zh, strict=True)):
+        own = [w for w, y in zip(vecs, zh, strict=True) if y == z]
+        row = (float(sum(1 for w in own if w > v)), max(own) - v, max(in_q) - v if in_q else ABSENT,
+               len(in_q) / len(vecs))
+        out.append(row if cov is None else (*row, cov[i]))
+    return out
 
 
 def log_odds(model: RerankModel, x: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memory.query import plan_query
-from memory.rerank import _CHG, _SUP, FEATURES, candidate_features
+from memory.rerank import _CHG, _SCR, _SUP, FEATURES, candidate_features
 from memory.rerank_context import ABSENT
 from memory.rerank_supersede import CHANGE_FEATURES, change_matrix, says_change
 from tests.unit.test_rerank import DAY2, NOW, col, hit, vector_group_order
@@ -58,7 +58,7 @@ def test_change_matrix_columns(vectors):
 
 
 def test_the_group_follows_the_superseded_one_and_the_shipped_prefix_neither_computes_nor_fetches_it(vectors):
-    assert FEATURES[_SUP:_CHG] == CHANGE_FEATURES and _SUP == 49
+    assert FEATURES[_SCR:_CHG] == CHANGE_FEATURES and _SUP == 49  # the script group (stop 34) sits between them
     hits = _hits()[:2]
     plan = plan_query("When can I catch Wang Ting for office hours?", NOW)
     v = vectors([h.record.content for h in hits])

@@ -17,7 +17,10 @@ import pytest
 
 from memory.query import plan_query
 from memory.records import MemoryMetadata, MemoryRecord, ScoreBreakdown, SearchHit
-from memory.rerank import _CHG, _OWN, _SLOT, _SUP, FEATURES, VECTOR_FEATURES, RerankModel, apply, candidate_features, default_model
+from memory.rerank import (
+    _CHG, _OWN, _SCR, _SLOT, _SUP, FEATURES, SCRIPT_NO_BRIDGE, VECTOR_FEATURES, RerankModel, apply, candidate_features,
+    default_model,
+)
 from memory.rerank_supersede import supersede_matrix
 from tests.unit import rerank_reference as ref
 
@@ -66,7 +69,7 @@ def test_features_log_odds_and_order_equal_the_row_by_row_code(seed):
         hits, bm25 = _hits(rng, n)
         plan = plan_query(rng.choice(QUESTIONS), NOW)
         head = hits[:model.depth]
-        for width in (_OWN, _SUP, _CHG, _SLOT, None):
+        for width in (_OWN, _SUP, _SUP + SCRIPT_NO_BRIDGE, _SCR, _CHG, _SLOT, None):
             got, want = candidate_features(head, plan, bm25, hits, width), ref.features(head, plan, bm25, hits, width)
             # The switch group (stop 31) is not in the reference: tests/unit/test_rerank_switch.py.
             names = [f for f in FEATURES[:width] if f not in VECTOR_FEATURES]
