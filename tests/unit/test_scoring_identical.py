@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from memory import cedict
 from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
 from memory.scoring import score_candidates
 from memory.settings import ScoringSettings
@@ -85,3 +86,23 @@ def test_score_candidates_exercises_every_branch() -> None:
         scores = [h.breakdown.score for h in hits]
         seen.add(("tie", len(set(scores)) < len(scores)))
     assert {("boost0", True), ("boost1", True), ("floor", True), ("future", True), ("tie", True)} <= seen
+
+
+BRIDGE_TEXTS = TEXTS + ("苏可欣: 过敏的孩子有三个,小宇对鸡蛋过敏。", "每天早上八点到八点半入园", "Fang: 咖啡 coffee every morning",
+                        "the kids are allergic to eggs", "报表 report in 万元", "", "ok")
+BRIDGE_QUESTIONS = ("Which kid is allergic to eggs?", "以后的报表金额用什么单位？", "我喜欢喝咖啡吗？",
+                    "How much is the deposit now?", "渡轮票价", "coffee report eggs")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bridge_coverage_identical(seed: int) -> None:
+    """The lexicon bridge's weights summed by column and by compress() give the old generator sums exactly."""
+    rng = random.Random(seed)
+    seen = differ = 0
+    for _ in range(40):
+        texts = [rng.choice(BRIDGE_TEXTS) for _ in range(rng.choice((1, 3, 20, 60)))]
+        query, to_han = rng.choice(BRIDGE_QUESTIONS), rng.random() < .5
+        new, old = cedict.bridge_coverage(query, to_han, texts), ref.cedict_bridge_coverage(query, to_han, texts)
+        differ += new != old
+        seen += new is not None and 0.0 < max(new) < 1.0
+    assert differ == 0 and seen  # some coverages strictly between 0 and 1: the weights were summed
