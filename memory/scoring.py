@@ -52,6 +52,7 @@ from typing import Any
 
 from memory.records import MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
+from memory.text import TEXT_CACHE
 
 
 def decay(age_days: float, lam: float) -> float:
@@ -87,7 +88,7 @@ def has_han(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def han_share(text: str) -> float:
     """Share of a text's keyword material that is Han (Chinese), in [0, 1]; 0.5 when it has neither.
 
