@@ -39,12 +39,12 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, compress
 from pathlib import Path
 
 from memory import cedict_db
 from memory.paths import user_cache_dir
-from memory.text import tokenize
+from memory.text import TEXT_CACHE, tokenize
 
 _log = logging.getLogger(__name__)
 _CACHE_VERSION = 5  # the parse rules' version (bump when _parse changes what it keeps)
@@ -250,7 +250,7 @@ def _norm(term: str) -> str:
 
 
 # Per-text answers (a candidate comes back in many searches), dropped whole when full.
-_MAX_TEXTS = 65536
+_MAX_TEXTS = TEXT_CACHE  # (memory.text.TEXT_CACHE)
 _TERMS: dict[str, frozenset[str]] = {}
 _HAN_GLOSSES: dict[str, frozenset[str]] = {}
 
@@ -354,12 +354,14 @@ def bridge_coverage(query: str, to_han: bool, texts: Sequence[str]) -> list[floa
         hits = [[not terms.isdisjoint(gl) for _, gl in concepts] if terms else none for terms in term_sets]
     n = len(texts)
     weights = []
-    for j, (_, trans) in enumerate(concepts):
-        df = sum(row[j] for row in hits)
+    # Each concept's candidate count as one column sum (the same integer a generator per concept counted).
+    for df, (_, trans) in zip(map(sum, zip(*hits, strict=True)), concepts, strict=True):
         # IDF over the candidates (a translation every candidate has says nothing), over how
         # many translations the term has (a word with many is a weaker clue).
         weights.append(max(0.0, math.log((n + 1) / (df + 0.5))) / math.log(2 + len(trans)))
     total = sum(weights)
     if total <= 0:
         return None
-    return [sum(w for w, h in zip(weights, row, strict=True) if h) / total for row in hits]
+    # compress() yields the weights of the concepts a row has, in order: the same float additions as a filtered
+    # generator, without a Python step per concept.
+    return [sum(compress(weights, row)) / total for row in hits]

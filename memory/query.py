@@ -51,6 +51,7 @@ from typing import Any
 
 from memory.records import ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
+from memory.text import TEXT_CACHE
 
 _MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
@@ -292,7 +293,7 @@ def merge_candidates(first: Sequence[ScoredMemory], more: Sequence[ScoredMemory]
     return list(out.values())
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=TEXT_CACHE)
 def states_time(text: str) -> bool:
     """Does a memory's text carry a time expression ("last Friday", "in 2019", "上周")?"""
     words = text.lower().translate(_PUNCT_TO_SPACE).split()
@@ -312,7 +313,7 @@ _CAPTION = re.compile(r"\[image:[^\]]*\]")
 _SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=TEXT_CACHE)
 def asks(text: str) -> float:
     """Share (by characters) of a memory's text that is questions, in [0, 1].
 
@@ -380,7 +381,7 @@ SLOT_OVERLAP = 0.15
 _MASK_TERMS = frozenset({"n", "x", "name", "date", "time", "year"})
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=TEXT_CACHE)
 def _slot_terms(text: str) -> frozenset[str]:
     """Content terms of a memory with its values masked and its leading "Speaker: " removed."""
     from memory.policy.reading import read

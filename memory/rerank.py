@@ -46,6 +46,7 @@ from memory.rerank_supersede import (
     CHANGE_FEATURES, SLOT_FEATURES, SUPERSEDE_FEATURES, change_matrix, slot_matrix, supersede_matrix,
 )
 from memory.scoring import bridge_coverage, han_share, keyword_visibility
+from memory.text import TEXT_CACHE
 
 MODEL_FILE = Path(__file__).with_name("rerank_model.json")
 
@@ -99,7 +100,7 @@ _SLOT = _CHG + len(SLOT_FEATURES)
 _VEC = _SLOT + len(VECTOR_FEATURES)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def _content(text: str) -> tuple[float, frozenset[str], float, float, float]:
     """What the features read from a memory's own text, once per text (candidates recur across the
     searches of one user): Han share, keyword terms, states a time, share asked, log length."""

@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from memory.records import SearchHit
-from memory.text import keyword_term_set
+from memory.text import TEXT_CACHE, keyword_term_set
 
 # In groups, so a model can read a prefix (memctl.tune_rerank.WIDTHS): listwise context, then
 # Chinese bigrams and channel disagreement, then session / neighbour question coverage, then multi-hop.
@@ -43,14 +43,14 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 _SPEAKER = re.compile(r"^[^:：\s]{1,40}[:：]\s*")
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def terms(text: str) -> frozenset[str]:
     """A text's keyword terms, once per text for both feature modules (candidates recur across the
     searches of one user)."""
     return keyword_term_set(text)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def _names(text: str) -> frozenset[str]:
     """Capitalised words that do not start a sentence (a cheap stand-in for named entities)."""
     m = _SPEAKER.match(text)
@@ -58,7 +58,7 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _NAME.findall(body))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def _bigrams(text: str) -> frozenset[str]:
     """Two-character Han terms (keyword_terms emits each CJK run's bigrams and unigrams)."""
     if text.isascii():

@@ -47,6 +47,7 @@ import numpy as np
 
 from memory.records import SearchHit
 from memory.rerank_context import ABSENT, terms
+from memory.text import TEXT_CACHE
 
 SUPERSEDE_FEATURES: tuple[str, ...] = (
     "sup_dice", "sup_newer", "sup_older", "sub_dice", "sup_gap", "sup_vec_gap", "sup_age", "dup_recency",
@@ -97,7 +98,7 @@ _BEFORE = re.compile(
 )
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def _slot_words(text: str) -> np.ndarray:
     """A memory's content terms without its speaker prefix's and without single Han characters, as
     their (process-stable) hashes: the overlap of two memories is then one sort of integers, not a
@@ -116,7 +117,7 @@ def _slot_words(text: str) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def slot_values(text: str) -> frozenset[tuple[str, str]]:
     """The (class, canonical value) pairs a memory states, its speaker prefix left out: numbers with Chinese
     numerals and scale words folded in ("三千二" and "3,200" read alike), dates, times, durations and the write
@@ -127,7 +128,7 @@ def slot_values(text: str) -> frozenset[tuple[str, str]]:
     return frozenset((v.cls, v.canon) for v in extract_values(_normalise(text[m.end():] if m else text)))
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def values_differ(a: frozenset[tuple[str, str]], b: frozenset[tuple[str, str]]) -> bool:
     """Both memories state values and not the same ones: a class both state with other values, or no class in
     common at all (a price in yuan against one in dollars, a weekday against a date)."""
@@ -193,7 +194,7 @@ def slot_matrix(vectors: np.ndarray | None, head: Sequence[SearchHit], stamps: S
     return out
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def says_change(text: str) -> float:
     """1 when a memory's text (its speaker prefix left out) announces a changed value (:data:`CHANGE`)."""
     m = _SPEAKER.match(text)

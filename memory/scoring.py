@@ -52,6 +52,7 @@ from typing import Any
 
 from memory.records import MemoryRecord, ScoreBreakdown, ScoredMemory, SearchHit
 from memory.settings import ScoringSettings
+from memory.text import TEXT_CACHE
 
 
 def decay(age_days: float, lam: float) -> float:
@@ -87,7 +88,7 @@ def has_han(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TEXT_CACHE)
 def han_share(text: str) -> float:
     """Share of a text's keyword material that is Han (Chinese), in [0, 1]; 0.5 when it has neither.
 
@@ -244,30 +245,61 @@ def score_candidates(
     # With only one channel available, it carries the whole similarity.
     wv = cfg.vector_weight if (has_vector and has_keyword) else (1.0 if has_vector else 0.0)
     vecs = [max(0.0, c.vector_score or 0.0) for c in candidates]
-    kws = [keyword_part(c.keyword_score, max_bm25, cfg.bm25_k) for c in candidates]
+    bm25_k = cfg.bm25_k
+    # keyword_part() written out (its exact tests and float operations): one call per candidate was a visible part
+    # of the pre-node's CPU (test_scoring_identical pins this function against the per-call code it replaced).
+    kws = [0.0 if (not b or b <= 0 or max_bm25 <= 0) else (b / (b + bm25_k)) * (b / max_bm25)
+           for b in [c.keyword_score for c in candidates]]
     # Only when both channels count: with vector_weight 0 (a keyword-only search) imputing would
     # turn vector scores into keyword evidence.
     cap: float | None = None
     if query is not None and cfg.language_fusion and has_vector and has_keyword and 0.0 < wv < 1.0:
         qh = han_share(query)
-        vis = [keyword_visibility(qh, han_share(c.record.content)) for c in candidates]
+        qo = 1.0 - qh
+        # keyword_visibility() written out, as above
+        vis = [qh * mh + qo * (1.0 - mh) for mh in [han_share(c.record.content) for c in candidates]]
         cov = None
         if (cfg.bridge_weight or cfg.bridge_bonus) and min(vis) < 0.5:
             cov = bridge_coverage(query, qh, [c.record.content for c in candidates])
         kws = impute_keywords(vecs, kws, vis, cov, cfg.bridge_weight, cfg.bridge_bonus)
         wv, cap = mixed_script_fusion(wv, vis, cfg.vector_shift, cfg.keyword_cap)
-    hits = []
+    return _ranked(candidates, vecs, kws, wv, cap, now, cfg)
+
+
+def _ranked(candidates: Sequence[ScoredMemory], vecs: Sequence[float], kws: Sequence[float], wv: float,
+            cap: float | None, now: datetime, cfg: ScoringSettings) -> list[SearchHit]:
+    """The hits of :func:`score_candidates`, best first, from each candidate's vector and keyword parts.
+
+    :func:`similarity`, :func:`decay`, :func:`age_days` and :func:`boost` are written out here with the same
+    float operations in the same order (``max(a, b)`` is ``b if b > a else a``, ``min(a, b)`` is ``b if b < a
+    else a``, as the builtins pick): four calls per candidate were about a third of this function's CPU, and it
+    runs for every candidate of every search (~65 a search, three searches a handoff).
+    """
+    alpha, beta, gamma, lam = cfg.alpha, cfg.beta, cfg.gamma, cfg.decay_lambda
+    wk, floor, tb, sb = 1.0 - wv, cfg.vector_floor, cfg.type_boosts, cfg.source_boosts
+    exp = math.exp
+    hits: list[SearchHit] = []
+    keys: list[tuple[float, float, str]] = []
     for c, vec, kw in zip(candidates, vecs, kws, strict=True):
-        sim = similarity(vec, kw, wv, cfg.vector_floor)
-        if cap is not None:
-            sim = min(sim, vec + cap)
-        d = decay(age_days(c.record, now), cfg.decay_lambda)
-        b = boost(c.record, cfg.type_boosts, cfg.source_boosts)
-        s = cfg.alpha * sim + cfg.beta * d + cfg.gamma * b
-        hits.append(SearchHit(c.record, ScoreBreakdown(sim=sim, vector=vec, keyword=kw, decay=d, boost=b, score=s)))
-    # Ties broken by recency, then id, so the order is deterministic across backends.
-    hits.sort(key=lambda h: (-h.breakdown.score, -h.record.updated_at.timestamp(), h.record.id))
-    return hits
+        rec = c.record
+        sim = wv * vec + wk * kw
+        lo = floor * vec
+        if lo > sim:
+            sim = lo
+        if cap is not None and vec + cap < sim:
+            sim = vec + cap
+        age = (now - rec.updated_at).total_seconds() / 86400.0
+        d = exp(-lam * (age if age > 0.0 else 0.0))
+        meta = rec.metadata
+        b = tb.get(meta.type, 0.0) + sb.get(meta.source, 0.0)
+        b = b if b > 0.0 else 0.0
+        b = b if b < 1.0 else 1.0
+        s = alpha * sim + beta * d + gamma * b
+        hits.append(SearchHit(rec, ScoreBreakdown(sim=sim, vector=vec, keyword=kw, decay=d, boost=b, score=s)))
+        keys.append((-s, -rec.updated_at.timestamp(), rec.id))
+    # Ties broken by recency, then id, so the order is deterministic across backends (a stable sort of the
+    # positions by the same keys: equal keys keep the candidates' order, as sorting the hits did).
+    return [hits[i] for i in sorted(range(len(hits)), key=keys.__getitem__)]
 
 
 def select(hits: Sequence[SearchHit], top_k: int, min_score: float, min_sim: float = 0.0) -> list[SearchHit]:

@@ -30,6 +30,16 @@ import unicodedata
 from functools import cache, lru_cache
 from typing import NamedTuple
 
+# Entries of every cache keyed by a memory's text (what one reading of a text found: its Han share, keyword terms,
+# time words, slot words, question share, lexicon glosses ...; memory.scoring, query, rerank, rerank_context,
+# rerank_supersede, cedict). A search reads each candidate's text several times and candidates recur across a
+# user's searches, so the readings are kept; but an entry costs ~3.3 KB across the caches the shipped reranker uses,
+# and at 65,536 entries each (stop 33) a long-running process held ~218 MB of them (tracemalloc, 126k new texts
+# through score + rules + reranker). 16,384 holds ~55 MB and never filled in the benches: the handoff bench at 100k
+# (300 handoffs after warm-up) leaves ~9-10k entries in each, so its hit rates are the same as with 65,536. Caches
+# keyed by a word (bounded by the vocabulary, tens of bytes an entry) keep their own sizes.
+TEXT_CACHE = 16384
+
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 # On ASCII text (after NFKC and lower-casing) the token pattern below can only match words, and
 # its word class [^\W_<CJK>] is exactly [0-9A-Za-z] there: this pattern finds the same tokens.
@@ -219,7 +229,7 @@ def count_tokens(text: str) -> int:
     return _count_tokens(text)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=TEXT_CACHE)
 def _count_tokens_cached(text: str) -> int:
     return _count_tokens(text)
 

@@ -36,6 +36,8 @@ import memctl.bench_handoff as bh
 import memory.backends.sqlite as sqlite_mod
 import memory.embeddings as emb_mod
 import memory.policy.manager as manager_mod
+import memory.backends.sqlite_query as sqlite_query_mod
+import memory.backends.vector_index as vector_index_mod
 import memory.rerank as rerank_mod
 import memory.service as service_mod
 import supervisor.journal as journal_mod
@@ -97,6 +99,15 @@ def _instrument() -> None:
     _wrap(service_mod, "rerank", "rerank.rules")
     _wrap(service_mod, "plan_query", "plan_query")
     _wrap(rerank_mod, "apply", "rerank.learned")
+    # finer stages of the three largest (stop 34)
+    _wrap(service_mod.scoring, "bridge_coverage", "score.bridge")
+    _wrap(service_mod.scoring, "impute_keywords", "score.impute")
+    _wrap(rerank_mod, "candidate_features", "rerank.features")
+    _wrap(rerank_mod, "supersede_matrix", "rerank.features.supersede")
+    _wrap(rerank_mod.RerankModel, "log_odds", "rerank.log_odds")
+    _wrap(sqlite_query_mod.QueryMixin, "_keyword_arrays", "backend.keyword")
+    _wrap(vector_index_mod.VectorIndex, "search", "backend.vector_search")
+    _wrap(sqlite_query_mod, "row_to_record", "backend.parse_rows")
     _wrap(nodes_mod, "_inject", "inject")
     _wrap(emb_mod.CachedEmbedder, "embed_query", "embed_query(cached)")
     _wrap(emb_mod.FastEmbedEmbedder, "embed_query", "embed_query(model)")
