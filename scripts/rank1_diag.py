@@ -103,15 +103,12 @@ def occupant_tags(hit: Any, q_han: float, ev: list[Any], dense50: list[str]) -> 
     return ("same" if same else "other"), ("ev_other" if ev_other else "ev_same_or_mixed"), chan
 
 
-def run_set_top5(name: str, emb: DiskCachedEmbedder, show: int) -> list[dict[str, Any]]:
-    """Questions where dense-only has a listed turn in its top 5 and the default has none (brief retr21): the
-    default's and the linear ranking's rank of the best listed turn, and the kind and tags of each of the
-    default's top 5 (:func:`kind_of`, :func:`occupant_tags`)."""
-    d = ROOT / "tests" / "data" / name
-    turns, questions = load_dataset(d)
-    settings = MemorySettings(path=":memory:")
-    out: list[dict[str, Any]] = []
-    with MemoryService.from_settings(settings, embedder=emb) as svc:  # type: ignore[arg-type]
+def _mode_hits(name: str, emb: DiskCachedEmbedder, top_k: int) -> tuple[Any, Any, dict[str, dict[str, list[Any]]]]:
+    """One fitting set stored turn by turn as the evaluation stores it, and each question's top_k hits under the
+    default (hybrid), dense-only and linear rankings, searched as of the conversation's last session."""
+    turns, questions = load_dataset(ROOT / "tests" / "data" / name)
+    hits: dict[str, dict[str, list[Any]]] = {}
+    with MemoryService.from_settings(MemorySettings(path=":memory:"), embedder=emb) as svc:  # type: ignore[arg-type]
         for conv, ts in turns.items():
             svc.write_many(NewMemory(ts[j].content, _ns(conv), {"type": "conversation", "source": "locomo",
                                                                 "extra": _turn_extra(ts, j, 2)},
@@ -119,13 +116,21 @@ def run_set_top5(name: str, emb: DiskCachedEmbedder, show: int) -> list[dict[str
                            for j in range(len(ts)))
         as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
         shipped = svc.settings
-        hits: dict[str, dict[str, list[Any]]] = {}
         for mode in ("hybrid", "dense", "linear"):
             svc.settings = shipped.model_copy(update={"scoring": shipped.scoring.model_copy(update=MODES[mode])})
-            hits[mode] = {q.question_id: svc.search(q.question, _ns(q.conversation_id), top_k=50,
+            hits[mode] = {q.question_id: svc.search(q.question, _ns(q.conversation_id), top_k=top_k,
                                                      min_score=float("-inf"), min_sim=0.0,
                                                      now=as_of[q.conversation_id]) for q in questions}
         svc.settings = shipped
+    return turns, questions, hits
+
+
+def run_set_top5(name: str, emb: DiskCachedEmbedder, show: int) -> list[dict[str, Any]]:
+    """Questions where dense-only has a listed turn in its top 5 and the default has none (brief retr21): the
+    default's and the linear ranking's rank of the best listed turn, and the kind and tags of each of the
+    default's top 5 (:func:`kind_of`, :func:`occupant_tags`)."""
+    turns, questions, hits = _mode_hits(name, emb, 50)
+    out: list[dict[str, Any]] = []
     vec_all: dict[str, np.ndarray] = {}
     for q in questions:
         ts = turns[q.conversation_id]
@@ -192,27 +197,11 @@ def top5_table(rows: list[dict[str, Any]]) -> None:
 
 
 def run_set(name: str, emb: DiskCachedEmbedder, first_only: bool, show: int) -> list[tuple[str, str, str]]:
-    d = ROOT / "tests" / "data" / name
-    turns, questions = load_dataset(d)
-    settings = MemorySettings(path=":memory:")
+    turns, questions, hits = _mode_hits(name, emb, 5)
     rows = []
     linear_ok = LINEAR_OK
-    with MemoryService.from_settings(settings, embedder=emb) as svc:  # type: ignore[arg-type]
-        for conv, ts in turns.items():
-            svc.write_many(NewMemory(ts[j].content, _ns(conv), {"type": "conversation", "source": "locomo",
-                                                                "extra": _turn_extra(ts, j, 2)},
-                                     id=_turn_id(conv, j, ts[j].dia_id), created_at=ts[j].session_date)
-                           for j in range(len(ts)))
-        as_of = {c: max(t.session_date for t in ts) for c, ts in turns.items()}
-        shipped = svc.settings
-        tops: dict[str, dict[str, list[str]]] = {}
-        for mode in ("hybrid", "dense", "linear"):
-            svc.settings = shipped.model_copy(update={"scoring": shipped.scoring.model_copy(update=MODES[mode])})
-            tops[mode] = {q.question_id: [h.record.metadata.extra.get("dia_id") for h in
-                                          svc.search(q.question, _ns(q.conversation_id), top_k=5,
-                                                     min_score=float("-inf"), min_sim=0.0,
-                                                     now=as_of[q.conversation_id])] for q in questions}
-        svc.settings = shipped
+    tops = {m: {qid: [h.record.metadata.extra.get("dia_id") for h in hs] for qid, hs in by_q.items()}
+            for m, by_q in hits.items()}
     for q in questions:
         ts = turns[q.conversation_id]
         by_id = {t.dia_id: t for t in ts}
