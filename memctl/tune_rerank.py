@@ -509,8 +509,9 @@ def summary(sets: dict[str, list[Query]], ranks: dict[str, list[int | None]],
             cats[q.category][0].append(r)
             cats[q.category][1].append(q.base_rank)
         for c, (a, b) in cats.items():
-            per_dir[c].append(metrics(a)["MRR"] - metrics(b)["MRR"])
-            per_dir_r5[c].append(metrics(a)["R@5"] - metrics(b)["R@5"])
+            ma, mb = metrics(a), metrics(b)
+            per_dir[c].append(ma["MRR"] - mb["MRR"])
+            per_dir_r5[c].append(ma["R@5"] - mb["R@5"])
     res["zh_direction_mrr_change"] = {c: float(np.mean(v)) for c, v in sorted(per_dir.items())}
     res["zh_direction_r5_change"] = {c: float(np.mean(v)) for c, v in sorted(per_dir_r5.items())}
     res["gate"] = gate(res)

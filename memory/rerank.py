@@ -98,6 +98,8 @@ _SCR = _SUP + len(SCRIPT_FEATURES)
 _CHG = _SCR + len(CHANGE_FEATURES)
 _SLOT = _CHG + len(SLOT_FEATURES)
 _VEC = _SLOT + len(VECTOR_FEATURES)
+# The widths at which a group ends: a model reading a prefix gets every group up to the first bound at or past it.
+_BOUNDS = (_OWN, _SUP, _SUP + SCRIPT_NO_BRIDGE, _SCR, _CHG, _SLOT, _VEC, len(FEATURES))
 
 
 @lru_cache(maxsize=TEXT_CACHE)
@@ -181,9 +183,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
                           float(in_window), st_time, asked, log_chars))
     tc = np.array(text_cols, dtype=float)
     # Feature groups past the model's prefix are not computed.
-    cols = len(FEATURES) if width is None else next(c for c in (_OWN, _SUP, _SUP + SCRIPT_NO_BRIDGE, _SCR, _CHG, _SLOT, _VEC,
-                                                                 len(FEATURES))
-                                                       if width <= c)
+    cols = len(FEATURES) if width is None else next(c for c in _BOUNDS if width <= c)
     vec, raw_a, st_a = num[:, 2], np.array(raw, dtype=float), np.array(stamps, dtype=float)
     mh_a = tc[:, 0]
     cover_t, cover_c = (tc[:, 1] / nq, tc[:, 2] / nq) if nq else (0.0, 0.0)
@@ -210,7 +210,7 @@ def candidate_features(hits: Sequence[SearchHit], plan: QueryPlan,
     if cols > _OWN:
         x[:, _OWN:_SUP] = supersede_matrix(hits, q, stamps, before)
     if cols > _SUP:
-        cov = (bridge_coverage(q, qh, [h.record.content for h in hits]) or [0.0] * n
+        cov = ((bridge_coverage(q, qh, [h.record.content for h in hits]) or [0.0] * n)
                if cols > _SUP + SCRIPT_NO_BRIDGE else None)
         x[:, _SUP:min(cols, _SCR)] = script_matrix(vec, mh_a, qh, cov)
     if cols > _SCR:
