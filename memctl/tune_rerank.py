@@ -3,9 +3,9 @@
     python -m memctl.tune_retrieval --stage rerank [--cache /tmp/emb.pkl] [--jobs 2] [--report r.json] [--check]
 
 Sets (each its own fold): the five LoCoMo tuning conversations (conv-26/30/41/42/43, one set
-each) and the zh/en sets zh_en ... zh_en_16 (zh_en_7 ... zh_en_16 were each scored once as held out
+each) and the zh/en sets zh_en ... zh_en_17 (zh_en_7 ... zh_en_17 were each scored once as held out
 before they became fitting sets). Never loaded: the LoCoMo held-out half and the held-out zh/en set
-(zh_en_17). Each question's candidates are fetched and ranked exactly as
+(zh_en_18). Each question's candidates are fetched and ranked exactly as
 :meth:`memory.MemoryService.search` does (fused score, then the question rules); the best ``DEPTH``
 are featurised (:func:`memory.rerank.candidate_features`) and labelled twice: by the listed evidence
 (what ``memctl eval retrieval`` scores) and by the evidence or a restatement of it (:func:`restatements`:
@@ -13,10 +13,12 @@ the assistant's reply right after a user's turn in the same session, repeating i
 asking needs any turn that states the answer, while most sets list only the user's statement, not the
 assistant's restatement after it).
 
-Each of ``CANDIDATES`` (feature prefix x fitting labels, at ``GRID``'s point) ranks each set with a model
-fitted on all the other sets (out of set), and so does the shipped file's own configuration (its grid
-point, feature count, LoCoMo weight and labels, refitted leave-one-set-out on the same sets): that is the
-reference. The report prints per set and per category R@5 / R@10 / MRR out of set vs the reference under
+Each of ``CANDIDATES`` (feature prefix x fitting labels x fusion, at ``GRID``'s point) ranks each set with a
+model fitted on all the other sets (out of set), and so does the shipped file's own configuration (its grid
+point, feature count, LoCoMo weight, labels and fusion, refitted leave-one-set-out on the same sets): that is the
+reference. A candidate's fusion (ScoringSettings overrides, e.g. ``bridge_bonus``) ranks its sets before they are
+featurised, since the reranker reads the fused order and score; a model fitted on one is written with it
+(``info.fusion``, which ``--check`` ranks with) and ships only with the settings' defaults set to it. The report prints per set and per category R@5 / R@10 / MRR out of set vs the reference under
 both label readings, and the ship gate (:func:`gate`, read with ``GATE_LABELS``, and
 :func:`secondary_gate`, read with the listed evidence). Among the candidates that pass, the best out-of-set LoCoMo MRR
 plus mean zh/en MRR is fitted on every set and written to ``memory/rerank_model.json``; when none passes,
@@ -50,10 +52,11 @@ from memory.settings import MemorySettings, ScoringSettings
 
 DEPTH = 50
 LOCOMO_TUNE = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")
-# zh_en_7 ... zh_en_16 were each scored once as held out (stops 25, 27, 28, 29, 30, 31, 32, 33) before they became
-# fitting sets (zh_en_10 / zh_en_11 since stop 30, zh_en_12 / zh_en_13 since stop 31, zh_en_14 since stop 32,
-# zh_en_15 since stop 33, zh_en_16 since stop 34); the new held-out set, zh_en_17, is never loaded here.
-ZH_NAMES = ("zh_en", *(f"zh_en_{i}" for i in range(2, 17)))
+# zh_en_7 ... zh_en_17 were each scored once as held out (stops 25, 27, 28, 29, 30, 31, 32, 33, 34) before they
+# became fitting sets (zh_en_10 / zh_en_11 since stop 30, zh_en_12 / zh_en_13 since stop 31, zh_en_14 since stop 32,
+# zh_en_15 since stop 33, zh_en_16 since stop 34, zh_en_17 since stop 35); the new held-out set, zh_en_18, is never
+# loaded here.
+ZH_NAMES = ("zh_en", *(f"zh_en_{i}" for i in range(2, 18)))
 ZH_DIRS = {k: Path(__file__).resolve().parents[1] / "tests" / "data" / k for k in ZH_NAMES}
 # (max_depth, max_iter, learning_rate, min_samples_leaf). Stops 27 and 28 gridded (3, 100, .05, 40),
 # (4, 200, .05, 100) and this one, and picked this one both times; a larger one, (6, 500, .05, 20),
@@ -119,9 +122,12 @@ RESTATE_WEIGHT = 0.5
 # -.010; evidence zh-zh -.032); c .6356 / .6356 (LoCoMo -.005), .7682 / .7472 (en-en -.007; evidence -.0051, zh-zh
 # -.013). Neither passes the gate nor the secondary gate; the shipped file was kept (--jobs 1 at load 3.5-5.8:
 # 17 min for the reference's 19 fits, 32 min for b and c's 38).
-CANDIDATES: tuple[tuple[str, int, str], ...] = (
-    ("b49_user", WIDTH_49, "restatement"),
-    ("c49_user_masked", WIDTH_49, "masked"),
+# Stop 35 adds a fourth part, the ScoringSettings overrides the sets are ranked with before they are featurised
+# (the fusion; {}: as shipped): the reranker reads the fused order and score, so a fusion change is judged with the
+# reranker refitted on it, and ships with it (the file's info.fusion; the settings' defaults must match).
+CANDIDATES: tuple[tuple[str, int, str, Mapping[str, Any]], ...] = (
+    ("b49_user", WIDTH_49, "restatement", {}),
+    ("c49_user_masked", WIDTH_49, "masked", {}),
     # Stop 32 (issue 16): the cross-language same-slot reading over the stored vectors (SLOT_FEATURES), fitted and
     # scored with the listed evidence, out of set on the 19 sets against the shipped 49-feature configuration
     # refitted on them: current direction +.0125 (pooled current MRR .651 vs .639), zh/en mean MRR .7511 vs .7523,
@@ -149,9 +155,27 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
     # en-en -.0102, mixed -.0123). Both gain the cross-language directions and lose the same-language ones and
     # current; neither passes stop 34's gate; the shipped file was kept and no model reads the script group (--jobs 1,
     # three drivers at once at load 3-7: 31 min for the reference's 21 fits, 34 and 32 min for s53 and s54).
-    ("s53_script", WIDTH_S53, "evidence"),
-    # The variant: the whole group, with the question's lexicon coverage of each candidate (bridge_cov).
-    ("s54_script_bridge", WIDTH_S54, "evidence"),
+    # Stop 35 drops s53 / s54 (the script group, WIDTH_S53 / WIDTH_S54; python -m memctl.tune_retrieval --stage rerank
+    # at stop 34's commit runs them).
+    # Stop 35 (22 sets: zh_en_17 joins): the lexicon bridge's saturation refitted with the reranker. A quick screen on
+    # the fusion-only ranking (scripts/bridge_screen.py, fitting zh/en sets zh_en ... zh_en_17, 3,061 questions,
+    # pooled R@5 / MRR; shipped all .886 / .703, en-en .883 / .715, zh->en .790 / .563): every variant trades en-en
+    # (fewer other-script turns in the top 5 of one-script questions: 2,069 shipped) for zh->en. bridge_bonus 1.5
+    # .885 / .702 (en-en .898 / .726, zh->en .771 / .559; 1,909); 1.0 .880 / .700 (.908 / .729, .748 / .547; 1,807);
+    # the bonus times min(1, cosine / the best in the question's script) ** p (bridge_relative): p 1 .886 / .703
+    # (.896 / .718, .775 / .559; 1,883), 2 .881 / .701, 4 .871 / .698, 8 .865 / .694 (zh->en .687 / .520); the same
+    # relative to the best cosine in the candidate's own script or over all candidates, no better; bonus 0 with
+    # bridge_weight 0 / .3 / .6 .861 / .688, .858 / .686, .853 / .671 (zh->en .625-.697 R@5). Refitted (the two
+    # nearest the shipped total): bonus 1 (below saturation the keyword feature tells the coverage apart, which the
+    # reranker may read) and p 1. Out of set on the 22 sets, listed evidence, against the shipped 49-feature
+    # configuration refitted on them with the shipped fusion (reference: LoCoMo tuning MRR .6409, zh/en mean MRR .7436,
+    # pooled R@5 .9173): f49_bonus1 .6412 / .7425 / .9138 (MRR en-en +.0068, current -.0040, en->zh -.0045; R@5
+    # en->zh -.0128, zh-zh -.0101); f49_rel1 .6406 / .7448 / .9164 (MRR en-en +.0070, current -.0026; R@5 en->zh
+    # -.0073, zh->en -.0041). Neither passes stop 35's gate (stop 34's, unchanged); the shipped file was kept and the
+    # defaults fuse as before (bridge_relative 0: off). --jobs 1, three drivers at once at load 4-5: 35 min for the
+    # reference's 22 fits, 37 min each for the candidates'.
+    ("f49_bonus1", WIDTH_49, "evidence", {"bridge_bonus": 1.0}),
+    ("f49_rel1", WIDTH_49, "evidence", {"bridge_relative": 1.0}),
 )
 # The ship gate (stop 30, fixed before the run), out of set against the shipped model's own out-of-set ranks,
 # all scored with the restatement labels: the zh/en sets' mean MRR up by GATE_ZH, the LoCoMo tuning MRR down
@@ -171,6 +195,7 @@ CANDIDATES: tuple[tuple[str, int, str], ...] = (
 # GATE_R5_MRR_DROP at most; LoCoMo tuning MRR down by GATE_LOCOMO_DROP at most; no zh/en direction's mean MRR down by
 # more than GATE_DIRECTION nor its mean R@5 by more than GATE_DIRECTION_R5 (per direction: the mean over the zh/en
 # sets of the per-set change). Stop 33's group rule (current + en-en + mixed not down together) is dropped.
+# Stop 35 keeps stop 34's gate (fixed in its brief before the run).
 GATE_LABELS = "evidence"
 GATE_ZH, GATE_LOCOMO_DROP, GATE_DIRECTION = 0.005, 0.003, 0.005
 GATE_R5, GATE_R5_MRR_DROP, GATE_DIRECTION_R5 = 0.010, 0.001, 0.010
@@ -270,25 +295,56 @@ def featurise(set_name: str, cands: Sequence[Any], cfg: ScoringSettings, depth: 
     return out
 
 
-def load_sets(emb: Any, locomo: Path, depth: int = DEPTH) -> dict[str, list[Query]]:
+# What a set's backend candidates are, before any scoring: (set name -> ((question, now, candidates) per question,
+# per conversation :func:`restatements`)). The backend fetch reads no fusion setting, so one fetch serves every
+# fusion a candidate carries (:func:`featurise_all`).
+Fetched = dict[str, tuple[list[Any], dict[str, dict[str, str]]]]
+
+
+def fetch_sets(emb: Any, locomo: Path) -> Fetched:
+    """Each fitting set's backend candidates per question (as search fetches them) and its restatements."""
     from memctl.evaluation import load_dataset
     from memctl.tune_retrieval import candidates
 
-    cfg = ScoringSettings()
     cw = MemorySettings(path=":memory:").context_weight
-    sets: dict[str, list[Query]] = {}
+    out: Fetched = {}
+    lo = candidates(locomo, LOCOMO_TUNE, emb, 2, cw, fixed_ids=True)
+    restated = {c: restatements(ts) for c, ts in load_dataset(locomo)[0].items() if c in LOCOMO_TUNE}
+    for conv in LOCOMO_TUNE:
+        out[conv] = ([c for c in lo if c[0].conversation_id == conv], restated)
+    for name, d in ZH_DIRS.items():
+        restated = {c: restatements(ts) for c, ts in load_dataset(d)[0].items()}
+        out[name] = (candidates(d, None, emb, 2, cw, fixed_ids=True), restated)
+    return out
+
+
+def scoring_settings(fusion: Mapping[str, Any] | None = None) -> ScoringSettings:
+    """The default scoring settings with a candidate's fusion overrides (validated: a typo is refused)."""
+    from pydantic import ValidationError
+
+    try:
+        return ScoringSettings.model_validate({**ScoringSettings().model_dump(), **(fusion or {})})
+    except ValidationError as exc:
+        raise InvalidConfig(f"a candidate's fusion {dict(fusion or {})} is not valid ScoringSettings: {exc}; use "
+                            f"field names and ranges of memory.settings.ScoringSettings") from None
+
+
+def featurise_all(emb: Any, fetched: Fetched, fusion: Mapping[str, Any] | None = None,
+                  depth: int = DEPTH) -> dict[str, list[Query]]:
+    """Every set ranked and featurised as search would rank it with the ``fusion`` overrides of ScoringSettings."""
+    cfg = scoring_settings(fusion)
+    cw = MemorySettings(path=":memory:").context_weight
 
     def vectors(hits: Sequence[Any]) -> np.ndarray:
         return stored_vectors(emb, hits, cw)
 
-    lo = candidates(locomo, LOCOMO_TUNE, emb, 2, cw, fixed_ids=True)
-    restated = {c: restatements(ts) for c, ts in load_dataset(locomo)[0].items() if c in LOCOMO_TUNE}
-    for conv in LOCOMO_TUNE:
-        sets[conv] = featurise(conv, [c for c in lo if c[0].conversation_id == conv], cfg, depth, restated, vectors)
-    for name, d in ZH_DIRS.items():
-        restated = {c: restatements(ts) for c, ts in load_dataset(d)[0].items()}
-        sets[name] = featurise(name, candidates(d, None, emb, 2, cw, fixed_ids=True), cfg, depth, restated, vectors)
-    return sets
+    return {name: featurise(name, cands, cfg, depth, restated, vectors) for name, (cands, restated) in fetched.items()}
+
+
+def load_sets(emb: Any, locomo: Path, depth: int = DEPTH,
+              fusion: Mapping[str, Any] | None = None) -> dict[str, list[Query]]:
+    """Every fitting set fetched, ranked (the default fusion, or with the ``fusion`` overrides) and featurised."""
+    return featurise_all(emb, fetch_sets(emb, locomo), fusion, depth)
 
 
 def fit_rows(q: Query, labels: str = "evidence") -> tuple[np.ndarray, np.ndarray]:
@@ -394,27 +450,33 @@ def _fit_score(task: tuple[int, Config, frozenset[str], tuple[str, ...]]) -> tup
     return idx, out
 
 
-def _task_file(cache: Path, task: tuple[int, Config, frozenset[str], tuple[str, ...]]) -> Path:
-    """Where one fit's scores are kept: named by what the fit is (width, point, sets, weight, labels)."""
+def _task_file(cache: Path, task: tuple[int, Config, frozenset[str], tuple[str, ...]],
+               fusion: Mapping[str, Any] | None = None) -> Path:
+    """Where one fit's scores are kept: named by what the fit is (width, point, sets, weight, labels, and the
+    fusion overrides the sets were ranked with)."""
     import hashlib
 
     _, (width, point, _, weight, labels), train, held = task
     # Labels other than the listed evidence also name the restatement rule, so a cache kept from another rule
     # (stop 31's any-speaker pairs at Dice .15) is not read as this one's; an evidence fit's name is unchanged.
     rule = () if labels == "evidence" else (RESTATE_SPEAKER, RESTATE_DICE)
-    key = repr((width, tuple(point), sorted(train), held, float(weight), labels, DEPTH, *rule))
+    # Likewise a fusion override (stop 35) names the fit; the default fusion's names are unchanged.
+    fus = (sorted(fusion.items()),) if fusion else ()
+    key = repr((width, tuple(point), sorted(train), held, float(weight), labels, DEPTH, *rule, *fus))
     return cache / f"fit-{hashlib.sha256(key.encode()).hexdigest()[:20]}.pkl"
 
 
 def out_of_set_many(sets: dict[str, list[Query]], configs: Sequence[Config], jobs: int = 1,
-                    cache: Path | None = None) -> list[dict[str, list[np.ndarray]]]:
+                    cache: Path | None = None, fusion: Mapping[str, Any] | None = None
+                    ) -> list[dict[str, list[np.ndarray]]]:
     """Per config (width, point, ``train_on``, LoCoMo weight, labels), each set's head scores under a model fitted
     on every other set (of ``train_on`` only, when given: the shipped model's own out-of-set ranks, which were
     fitted on fewer sets; the sets it never saw share one fit on all of them). ``jobs`` > 1: the fits run in
     that many processes (each fit is single-threaded and deterministic, so the scores are the same; spawned,
     not forked: a child forked after OpenMP ran in the parent can hang), in the configs' order. ``cache``: a
     folder keeping each fit's scores as it finishes, reused by a later run on the same sets and code (an
-    interrupted run loses nothing; delete the folder when the data or the features change)."""
+    interrupted run loses nothing; delete the folder when the data or the features change). ``fusion``: the
+    ScoringSettings overrides ``sets`` were ranked with (:func:`featurise_all`), which name the cached fits."""
     import pickle
 
     tasks = []
@@ -426,7 +488,7 @@ def out_of_set_many(sets: dict[str, list[Query]], configs: Sequence[Config], job
     done: list[tuple[int, dict[str, list[np.ndarray]]]] = []
     todo = []
     for t in tasks:
-        f = _task_file(cache, t) if cache else None
+        f = _task_file(cache, t, fusion) if cache else None
         if f is not None and f.exists():
             done.append((t[0], pickle.loads(f.read_bytes())))
         else:
@@ -436,7 +498,7 @@ def out_of_set_many(sets: dict[str, list[Query]], configs: Sequence[Config], job
         done.append((t[0], part))
         if cache:
             cache.mkdir(parents=True, exist_ok=True)
-            _task_file(cache, t).write_bytes(pickle.dumps(part))
+            _task_file(cache, t, fusion).write_bytes(pickle.dumps(part))
         print(f"  fit {len(done)} of {len(tasks)} done", flush=True)
 
     if jobs > 1 and todo:
@@ -588,62 +650,79 @@ def run(emb: Any, locomo: Path, check: bool = False, out: Path = MODEL_FILE, rep
     candidates = [c for c in CANDIDATES if only is None or c[0] in only]
     if not candidates and not check:
         raise InvalidConfig(f"no candidate named {only}: use names from {[c[0] for c in CANDIDATES]}")
-    sets = load_sets(emb, locomo)
+    fetched = fetch_sets(emb, locomo)
     if hasattr(emb, "save"):
         emb.save()  # --cache: the next run embeds nothing
     shipped = _shipped(out)
+    # The sets as ranked by each fusion (the shipped file's, then each candidate's overrides), featurised once each.
+    by_fusion: dict[str, dict[str, list[Query]]] = {}
+
+    def ranked(fusion: Mapping[str, Any] | None) -> dict[str, list[Query]]:
+        key = repr(sorted((fusion or {}).items()))
+        if key not in by_fusion:
+            by_fusion[key] = featurise_all(emb, fetched, fusion)
+        return by_fusion[key]
+
     if check:
         if shipped is None:
             return 1
         point, width, info = shipped
+        sets = ranked(info.get("fusion"))
     else:
-        # The reference is the shipped model's configuration (grid point, feature count, LoCoMo weight, labels)
-        # refitted leave-one-set-out on the same sets as the candidates (stop 30 fitted it only on the sets the
-        # file names, which left the newest sets ranked by a model that had seen fewer sets).
+        # The reference is the shipped model's configuration (grid point, feature count, LoCoMo weight, labels and
+        # fusion) refitted leave-one-set-out on the same sets as the candidates (stop 30 fitted it only on the sets
+        # the file names, which left the newest sets ranked by a model that had seen fewer sets).
         ref: dict[str, dict[str, list[int | None]]] | None = None
         dump: dict[str, Any] = {}
         p = GRID[0]
-        configs: list[Config] = [(width, p, None, LOCOMO_WEIGHT, labels) for _, width, labels in candidates]
         if shipped:
-            configs.insert(0, (shipped[1], shipped[0], None,  # type: ignore[arg-type]
-                               float(shipped[2].get("locomo_weight", 1.0)), str(shipped[2].get("labels", "evidence"))))
-        scores = out_of_set_many(sets, configs, jobs, fits_cache)
-        if shipped:
-            z = scores.pop(0)
-            ref = {lab: ranks_of(view(sets, lab), z) for lab in ("evidence", "restatement")}
+            ref_fusion = shipped[2].get("fusion")
+            base = ranked(ref_fusion)
+            z = out_of_set_many(base, [(shipped[1], shipped[0], None,  # type: ignore[list-item]
+                                        float(shipped[2].get("locomo_weight", 1.0)),
+                                        str(shipped[2].get("labels", "evidence")))], jobs, fits_cache, ref_fusion)[0]
+            ref = {lab: ranks_of(view(base, lab), z) for lab in ("evidence", "restatement")}
             for lab in ("restatement", "evidence"):
-                dump[f"reference|{lab}"] = res = summary(view(sets, lab), ref[lab])
+                dump[f"reference|{lab}"] = res = summary(view(base, lab), ref[lab])
                 print(f"reference (the shipped configuration) vs the linear ranking, {lab} labels:", flush=True)
                 print_summary(res)
         results = []
-        for (name, width, labels), z in zip(candidates, scores, strict=True):
+        for name, width, labels, fusion in candidates:
+            cand_sets = ranked(fusion)
+            z = out_of_set_many(cand_sets, [(width, p, None, LOCOMO_WEIGHT, labels)], jobs, fits_cache, fusion)[0]
             both = {}
             for lab in ("restatement", "evidence"):
-                v = view(sets, lab)
+                v = view(cand_sets, lab)
                 dump[f"{name}|{lab}"] = both[lab] = res = summary(v, ranks_of(v, z), ref[lab] if ref else None)
                 obj = res["locomo"]["new"]["MRR"] + res["zh_mean_mrr"]["new"]
-                print(f"{name}: point {p}, {width} features, fitted on {labels} labels; scored with {lab} labels "
-                      f"vs the reference: objective {obj:.4f}", flush=True)
+                fus = dict(fusion) or "as shipped"
+                print(f"{name}: point {p}, {width} features, fitted on {labels} labels, fusion {fus}; scored with "
+                      f"{lab} labels vs the reference: objective {obj:.4f}", flush=True)
                 print_summary(res)
             res = both[GATE_LABELS]
             res["gate"] = res["gate"] and secondary_gate(both["evidence"])
             print(f"{name}: secondary gate (listed evidence, zh/en mean MRR -{GATE_EVIDENCE_DROP} at most): "
                   f"{secondary_gate(both['evidence'])}; ships if both pass: {res['gate']}", flush=True)
-            results.append((res["locomo"]["new"]["MRR"] + res["zh_mean_mrr"]["new"], name, width, labels, res))
+            results.append((res["locomo"]["new"]["MRR"] + res["zh_mean_mrr"]["new"], name, width, labels, res, fusion))
         if report:
             report.write_text(json.dumps(_rounded(dump), indent=1), encoding="utf-8")
         passing = [r for r in results if r[4]["gate"]]
         if not passing:
             print(f"no candidate passes the gate against the shipped model; {out} is kept")
             return 0
-        obj, name, width, labels, res = max(passing, key=lambda r: (r[0], -r[2]))
+        obj, name, width, labels, res, fusion = max(passing, key=lambda r: (r[0], -r[2]))
         point = p
+        sets = ranked(fusion)
         print(f"picked {name}: {point} with {width} features, {labels} labels (objective {obj:.4f})")
+        if fusion:
+            # The model reads the fused order and score, so search must fuse as it was fitted: the defaults
+            # (memory/settings.py ScoringSettings, configs/default.yaml) must carry these values before it ships.
+            print(f"the model was fitted on the fusion {dict(fusion)}: set these as ScoringSettings' defaults")
         oos = {"labels": GATE_LABELS, "locomo_tuning": res["locomo"], "zh_mean_mrr": res["zh_mean_mrr"],
                "zh_direction_mrr_change": res["zh_direction_mrr_change"]}
         info = _rounded({"grid_point": dict(zip(POINT_KEYS, point, strict=True)), "fitted_on": list(sets),
                          "locomo_weight": LOCOMO_WEIGHT, "labels": labels, "restate_dice": RESTATE_DICE,
-                         "restate_weight": RESTATE_WEIGHT,
+                         "restate_weight": RESTATE_WEIGHT, **({"fusion": dict(fusion)} if fusion else {}),
                          "gate": res["gate"], "out_of_set": oos})
     # --check refits on the sets and LoCoMo weight the shipped file names (stop 28's: 11 sets, weight 1).
     fitting = narrow({k: qs for k, qs in sets.items() if k in info.get("fitted_on", sets)}, width)

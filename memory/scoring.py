@@ -112,7 +112,7 @@ def keyword_visibility(query_han: float, memory_han: Any) -> Any:
 
 def impute_keywords(vectors: Sequence[float], keywords: Sequence[float], vis: Sequence[float],
                     coverage: Sequence[float] | None = None, bridge_weight: float = 0.0,
-                    bridge_bonus: float = 0.0) -> list[float]:
+                    bridge_bonus: float = 0.0, bridge_relative: float = 0.0) -> list[float]:
     """Keyword parts with what the keyword channel cannot see filled in from the vector channel.
 
     ``out = vis * keyword + (1 - vis) * q(vector)`` where ``q`` maps a vector score to the
@@ -124,18 +124,36 @@ def impute_keywords(vectors: Sequence[float], keywords: Sequence[float], vis: Se
     finds in the memory, :func:`memory.cedict.bridge_coverage`) turns the guess into evidence: the
     imputed part is scaled by ``1 - bridge_weight * (1 - coverage)`` and ``bridge_bonus * coverage``
     is added to it.
+
+    ``bridge_relative`` (0: off) scales that bonus by ``min(1, vector / best) ** bridge_relative``, ``best`` the
+    best vector score among the visible candidates (the question's script): the bonus saturates the imputed part
+    at a coverage of 1/3, so without it a memory in the other script with a weak vector match (stop 34: median
+    cosine .21 against .27-.36 for the listed turns) rode the lexicon to the keyword cap's full lift, past the
+    listed turns in the question's own script (:func:`bridge_factor`).
     """
     ref_v = sorted(v for v, s in zip(vectors, vis, strict=True) if s >= 0.5)
     ref_k = sorted(k for k, s in zip(keywords, vis, strict=True) if s >= 0.5)
     lift = _lift(ref_v, ref_k)
     cov = coverage if coverage is not None else [None] * len(vis)
+    best = ref_v[-1] if ref_v else 0.0
     out = []
     for v, k, s, c in zip(vectors, keywords, vis, cov, strict=True):
         imp = quantile_keyword(v, ref_v, ref_k, lift) if ref_v and s < 1.0 else 0.0
         if c is not None and s < 1.0:
-            imp = min(1.0, imp * (1.0 - bridge_weight * (1.0 - c)) + bridge_bonus * c)
+            bonus = bridge_bonus * c
+            if bridge_relative:  # off: the bonus exactly as before (no multiplication by 1.0)
+                bonus *= bridge_factor(v, best, bridge_relative)
+            imp = min(1.0, imp * (1.0 - bridge_weight * (1.0 - c)) + bonus)
         out.append(s * k + (1.0 - s) * imp)
     return out
+
+
+def bridge_factor(vector: float, best: float, power: float) -> float:
+    """``min(1, vector / best) ** power``: how much of the lexicon bonus a memory in the other script keeps, by its
+    vector score against ``best``, the best one in the question's script (1 when there is none to compare with)."""
+    if best <= 0.0 or vector >= best:
+        return 1.0
+    return max(0.0, vector / best) ** power
 
 
 def bridge_coverage(query: str, query_han: float, texts: Sequence[str]) -> list[float] | None:
@@ -261,7 +279,7 @@ def score_candidates(
         cov = None
         if (cfg.bridge_weight or cfg.bridge_bonus) and min(vis) < 0.5:
             cov = bridge_coverage(query, qh, [c.record.content for c in candidates])
-        kws = impute_keywords(vecs, kws, vis, cov, cfg.bridge_weight, cfg.bridge_bonus)
+        kws = impute_keywords(vecs, kws, vis, cov, cfg.bridge_weight, cfg.bridge_bonus, cfg.bridge_relative)
         wv, cap = mixed_script_fusion(wv, vis, cfg.vector_shift, cfg.keyword_cap)
     return _ranked(candidates, vecs, kws, wv, cap, now, cfg)
 

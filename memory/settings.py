@@ -95,6 +95,10 @@ class ScoringSettings(BaseModel):
     bridge_bonus: float = Field(
         3.0, ge=0, le=10, description="language fusion: keyword part a memory in another script gains at full "
         "bilingual-lexicon coverage of the question (memory.cedict)")
+    bridge_relative: float = Field(
+        0.0, ge=0, le=20, description="language fusion: the lexicon bonus of a memory in another script is scaled by "
+        "min(1, its vector score / the best one in the question's script) to this power (0: off; "
+        "memory.scoring.bridge_factor)")
     top_k: int = Field(5, ge=1, le=1000)
     min_score: float = 0.0
     min_sim: float = Field(0.1, ge=0, le=1, description="drop hits less relevant than this (sim)")

@@ -8,7 +8,7 @@
 
 Fitting sets only (tests/data/zh_en, zh_en_2 ... zh_en_13, as in stop 31; zh_en_14 became a fitting set in stop 32,
 scripts/slot_pair_lab.py loads it separately, zh_en_15 in stop 33, zh_en_16 in stop 34); never the LoCoMo held-out
-half or the held-out zh/en set (zh_en_17 since stop 34).
+half or the held-out zh/en set (zh_en_18 since stop 35).
 Each question is ranked as search ranks it (fused score, question rules, shipped reranker).
 Kinds of the best-ranked non-evidence hit above the evidence (rank > 1):
   old     written in an earlier session than every evidence turn and same slot by a loose reading
