@@ -13,19 +13,19 @@ the assistant's reply right after a user's turn in the same session, repeating i
 asking needs any turn that states the answer, while most sets list only the user's statement, not the
 assistant's restatement after it).
 
-Each of ``CANDIDATES`` (feature prefix x fitting labels x fusion, at ``GRID``'s point) ranks each set with a
-model fitted on all the other sets (out of set), and so does the shipped file's own configuration (its grid
-point, feature count, LoCoMo weight, labels and fusion, refitted leave-one-set-out on the same sets): that is the
-reference. A candidate's fusion (ScoringSettings overrides, e.g. ``bridge_bonus``) ranks its sets before they are
-featurised, since the reranker reads the fused order and score; a model fitted on one is written with it
-(``info.fusion``, which ``--check`` ranks with) and ships only with the settings' defaults set to it. The report prints per set and per category R@5 / R@10 / MRR out of set vs the reference under
-both label readings, and the ship gate (:func:`gate`, read with ``GATE_LABELS``, and
-:func:`secondary_gate`, read with the listed evidence). Among the candidates that pass, the best out-of-set LoCoMo MRR
-plus mean zh/en MRR is fitted on every set and written to ``memory/rerank_model.json``; when none passes,
-the shipped file is kept. ``--check`` refits the shipped file's grid point, features, sets, labels and
-LoCoMo weight (no candidates) and passes when the file is reproduced byte for byte, or else when both
-models rank the fitting sets alike (:func:`_compare`). The fit is deterministic (fixed seed, one thread
-per fit, ``--jobs`` fits at once, memory ids fixed by conversation and turn).
+Each of ``CANDIDATES`` (feature prefix x fitting labels x fusion, at ``GRID``'s point) ranks each set with a model
+fitted on all the other sets (out of set), and so does the shipped file's own configuration (its grid point, feature
+count, LoCoMo weight, labels and fusion, refitted leave-one-set-out on the same sets): that is the reference. A
+candidate's fusion (ScoringSettings overrides, e.g. ``bridge_bonus``) ranks its sets before they are featurised,
+since the reranker reads the fused order and score; a model fitted on one is written with it (``info.fusion``, which
+``--check`` ranks with) and ships only with the settings' defaults set to it. The report prints per set and per
+category R@5 / R@10 / MRR out of set vs the reference under both label readings, and the ship gate (:func:`gate`,
+read with ``GATE_LABELS``, and :func:`secondary_gate`, read with the listed evidence). Among the candidates that
+pass, the best out-of-set LoCoMo MRR plus mean zh/en MRR is fitted on every set and written to
+``memory/rerank_model.json``; when none passes, the shipped file is kept. ``--check`` refits the shipped file's grid
+point, features, sets, labels and LoCoMo weight (no candidates) and passes when the file is reproduced byte for
+byte, or else when both models rank the fitting sets alike (:func:`_compare`). The fit is deterministic (fixed seed,
+one thread per fit, ``--jobs`` fits at once, memory ids fixed by conversation and turn).
 """
 
 from __future__ import annotations
