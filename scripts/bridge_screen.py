@@ -25,13 +25,12 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from memctl.tune_rerank import ZH_NAMES, metrics, scoring_settings  # noqa: E402
 from memctl.tune_retrieval import ZH_EN, DiskCachedEmbedder, candidates  # noqa: E402
 from memory import MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
 from memory.query import RerankWeights, plan_query, rerank  # noqa: E402
-from memory.settings import ScoringSettings  # noqa: E402
 
-FIT_SETS = ("zh_en", *(f"zh_en_{i}" for i in range(2, 18)))
 CATS = ("current", "en->zh", "en-en", "mixed", "zh->en", "zh-zh")
 # The variants screened (fixed before any out-of-set figure): the shipped bridge, a lower bonus, the bonus scaled
 # by the candidate's cosine relative to the best one in the question's script, no bonus with bridge_weight refit.
@@ -56,7 +55,7 @@ def is_han(text: str) -> bool:
 
 def screen(sets: Mapping[str, Sequence[Any]], over: Mapping[str, float]) -> dict[str, Any]:
     """Per direction: ranks of the first listed turn; the other-script occupants of the top 5 and their cosines."""
-    cfg = ScoringSettings().model_copy(update=dict(over))
+    cfg = scoring_settings(over)  # validated: a misspelt field is refused, not ignored
     weights = RerankWeights.from_scoring(cfg)
     ranks: dict[str, list[int | None]] = defaultdict(list)
     occ: dict[str, list[int]] = defaultdict(list)
@@ -81,15 +80,14 @@ def line(name: str, res: Mapping[str, Any]) -> str:
     cells = []
     allr = []
     for c in CATS:
-        r = res["ranks"][c]
-        allr += r
-        cells.append(f"{c} {sum(1 for x in r if x and x <= 5) / len(r):.3f}/{sum(1 / x for x in r if x) / len(r):.3f}")
+        m = metrics(res["ranks"][c])
+        allr += res["ranks"][c]
+        cells.append(f"{c} {m['R@5']:.3f}/{m['MRR']:.3f}")
     n_occ = sum(sum(v) for v in res["occ"].values())
     n_q = sum(len(v) for v in res["occ"].values())
     med = statistics.median(res["occ_cos"]) if res["occ_cos"] else float("nan")
-    r5 = sum(1 for x in allr if x and x <= 5) / len(allr)
-    mrr = sum(1 / x for x in allr if x) / len(allr)
-    return (f"{name:16s} all {r5:.3f}/{mrr:.3f} | " + " ".join(cells)
+    m = metrics(allr)
+    return (f"{name:16s} all {m['R@5']:.3f}/{m['MRR']:.3f} | " + " ".join(cells)
             + f" | other-script top-5 occupants {n_occ} in {n_q} one-script questions (median cos {med:.3f})")
 
 
@@ -97,7 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=None, help="embedding cache (DiskCachedEmbedder)")
     ap.add_argument("--cands", type=Path, default=None, help="pickle of the sets' candidates (reused if present)")
-    ap.add_argument("--sets", default=",".join(FIT_SETS))
+    ap.add_argument("--sets", default=",".join(ZH_NAMES))  # the reranker's fitting sets
     args = ap.parse_args()
     names = args.sets.split(",")
     if "zh_en_18" in names:

@@ -4,31 +4,21 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 
 import pytest
 
 from memory import scoring
-from memory.records import MemoryMetadata, MemoryRecord, ScoredMemory
+from memory.records import ScoredMemory
 from memory.settings import ScoringSettings
+from tests.unit.test_cedict_bridge import NOW
+from tests.unit.test_cedict_bridge import _mixed as _bridge_case
 
-NOW = datetime(2025, 6, 1, tzinfo=UTC)
 Q = "Which kid is allergic to eggs?"
 
 
-def _rec(id: str, content: str) -> MemoryRecord:
-    return MemoryRecord(id=id, namespace="n/x", content=content, metadata=MemoryMetadata(type="note"),
-                        created_at=NOW, updated_at=NOW)
-
-
 def _mixed(egg_vec: float) -> list[ScoredMemory]:
-    return [
-        ScoredMemory(_rec("en_ans", "Mia: The kids' allergy list: Leo is allergic to eggs."), 0.50, 6.0),
-        ScoredMemory(_rec("en_other", "Mia: The bus leaves at eight."), 0.20, 1.0),
-        # Chinese: the keyword channel cannot see them; zh_egg covers the question in the lexicon.
-        ScoredMemory(_rec("zh_egg", "苏可欣: 小宇对鸡蛋过敏,午餐不要给他鸡蛋。"), egg_vec, None),
-        ScoredMemory(_rec("zh_other", "苏可欣: 家长群的安静时间改到晚上八点。"), 0.15, None),
-    ]
+    # The bridge tests' store (zh_egg covers the question in the lexicon) with the unrelated Chinese memory weak.
+    return _bridge_case(egg_vec, other_vec=0.15)
 
 
 def test_bridge_factor():

@@ -44,14 +44,14 @@ def test_coverage_finds_the_translation_in_the_other_script():
     assert cedict.bridge_coverage("??? 2024", True, ["小宇对鸡蛋过敏"]) is None
 
 
-def _mixed(answer_vec: float) -> list[ScoredMemory]:
+def _mixed(answer_vec: float, other_vec: float = 0.56) -> list[ScoredMemory]:
     return [
         # English evidence: seen by BM25.
         ScoredMemory(_rec("en_ans", "Mia: The kids' allergy list: Leo is allergic to eggs."), 0.50, 6.0),
         ScoredMemory(_rec("en_other", "Mia: The bus leaves at eight."), 0.20, 1.0),
         # Chinese memories, invisible to English keywords.
         ScoredMemory(_rec("zh_egg", "苏可欣: 小宇对鸡蛋过敏,午餐不要给他鸡蛋。"), answer_vec, None),
-        ScoredMemory(_rec("zh_other", "苏可欣: 家长群的安静时间改到晚上八点。"), 0.56, None),
+        ScoredMemory(_rec("zh_other", "苏可欣: 家长群的安静时间改到晚上八点。"), other_vec, None),
     ]
 
 
