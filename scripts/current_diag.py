@@ -7,8 +7,8 @@
 (a 53-feature model file, stop 31's change-wording features, loads only with commit ea0cc1b's memory/rerank*.py)
 
 Fitting sets only (tests/data/zh_en, zh_en_2 ... zh_en_13, as in stop 31; zh_en_14 became a fitting set in stop 32,
-scripts/slot_pair_lab.py loads it separately, zh_en_15 in stop 33, zh_en_16 in stop 34); never the LoCoMo held-out
-half or the held-out zh/en set (zh_en_18 since stop 35).
+scripts/slot_pair_lab.py loads it separately, zh_en_15 in stop 33, zh_en_16 in stop 34, zh_en_17 in stop 35, zh_en_18
+in stop 36); never the LoCoMo held-out half or the held-out zh/en set (zh_en_19 since stop 36).
 Each question is ranked as search ranks it (fused score, question rules, shipped reranker).
 Kinds of the best-ranked non-evidence hit above the evidence (rank > 1):
   old     written in an earlier session than every evidence turn and same slot by a loose reading
