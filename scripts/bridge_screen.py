@@ -25,7 +25,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memctl.tune_rerank import ZH_NAMES, metrics, scoring_settings  # noqa: E402
+from memctl.tune_rerank import HELD_OUT_ZH, ZH_NAMES, metrics, scoring_settings  # noqa: E402
 from memctl.tune_retrieval import ZH_EN, DiskCachedEmbedder, candidates  # noqa: E402
 from memory import MemorySettings, scoring  # noqa: E402
 from memory.embeddings import get_embedder  # noqa: E402
@@ -98,8 +98,8 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(ZH_NAMES))  # the reranker's fitting sets
     args = ap.parse_args()
     names = args.sets.split(",")
-    if "zh_en_19" in names:
-        raise SystemExit("zh_en_19 is the held-out set: never screened")
+    if HELD_OUT_ZH in names:
+        raise SystemExit(f"{HELD_OUT_ZH} is the held-out set: never screened")
     if args.cands and args.cands.exists():
         sets = pickle.loads(args.cands.read_bytes())
     else:

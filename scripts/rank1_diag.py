@@ -237,7 +237,7 @@ def main() -> None:
     ap.add_argument("--top5", action="store_true", help="dense has a listed turn in its top 5, the default none "
                     "(brief retr21): the default's rank of it and what fills its top 5")
     args = ap.parse_args()
-    assert "zh_en_19" not in args.sets, "zh_en_19 is the held-out set"
+    assert tr.HELD_OUT_ZH not in args.sets, f"{tr.HELD_OUT_ZH} is the held-out set"
     emb = DiskCachedEmbedder(get_embedder(MemorySettings(path=":memory:").embedding.model, threads=1), args.cache)
     if args.top5:
         t5: list[dict[str, Any]] = []
